@@ -1,0 +1,47 @@
+"""The `gpupool` command line: a thin dispatcher over gpupool.commands.
+
+Each command module exposes `register(subparsers)` and sets `func` on its parser; the function returns
+the exit status. Command modules import their heavy dependencies lazily so that `gpupool validate`
+stays fast and never imports Pulumi.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Order is the order shown in --help.
+COMMAND_MODULES = ("validate", "plan", "diff", "render", "mig", "schema")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpupool",
+        description="Declarative multi-tenant GPU sharing on Kubernetes, checked before rollout.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"gpupool.commands.{name}")
+        except ModuleNotFoundError as exc:  # a command still being built; keep the others usable
+            if exc.name != f"gpupool.commands.{name}":
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except BrokenPipeError:  # `gpupool plan | head` must not print a traceback
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

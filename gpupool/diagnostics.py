@@ -1,0 +1,93 @@
+"""Diagnostics: what gpupool tells a person about their spec.
+
+Every diagnostic names a file, line and column (1-based, as editors count), the path inside the spec,
+what is wrong and what would be right. Rendering is `FILE:LINE:COL: error: MESSAGE`, the format editors,
+CI annotations and `grep` understand.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+ERROR = "error"
+WARNING = "warning"
+
+PathPart = "str | int"
+
+
+@dataclass(frozen=True)
+class Location:
+    file: str
+    line: int  # 1-based
+    column: int  # 1-based
+
+
+UNKNOWN_LOCATION = Location("<unknown>", 0, 0)
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    severity: str
+    location: Location
+    path: str  # human path inside the spec, e.g. tenants[team-a].gpus["nvidia.com/gpu"]
+    message: str
+
+    def render(self) -> str:
+        where = f"{self.location.file}:{self.location.line}:{self.location.column}"
+        prefix = f"{self.path}: " if self.path else ""
+        return f"{where}: {self.severity}: {prefix}{self.message}"
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == ERROR
+
+
+@dataclass
+class Report:
+    """Collects diagnostics in the order found; sorting happens once, at the end."""
+
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def add(self, severity: str, location: Location, path: str, message: str) -> None:
+        self.diagnostics.append(Diagnostic(severity, location, path, message))
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.is_error]
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if not d.is_error]
+
+    def sorted(self) -> list[Diagnostic]:
+        seen: set[tuple] = set()
+        unique = []
+        for d in self.diagnostics:
+            key = (d.severity, d.location, d.path, d.message)
+            if key not in seen:
+                seen.add(key)
+                unique.append(d)
+        return sorted(unique, key=lambda d: (d.location.file, d.location.line, d.location.column))
+
+
+class SpecError(Exception):
+    """Raised when a spec cannot be used; carries every diagnostic found."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic]):
+        self.diagnostics = list(diagnostics)
+        super().__init__("\n".join(d.render() for d in self.diagnostics))
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """' (did you mean "x"?)' when a close candidate exists, else ''."""
+    close = difflib.get_close_matches(str(word), list(candidates), n=1, cutoff=0.6)
+    return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+def one_of(candidates: Iterable[str], limit: int = 12) -> str:
+    items = sorted(set(candidates))
+    if not items:
+        return "(none)"
+    shown = ", ".join(items[:limit])
+    return shown + (f", ... ({len(items) - limit} more)" if len(items) > limit else "")

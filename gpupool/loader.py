@@ -1,0 +1,214 @@
+"""Load a spec (and the tenant files it includes) into plain data plus a source map.
+
+PyYAML's C parser builds the node tree; we construct plain Python values from it ourselves so that
+every value and every mapping key keeps the file, line and column it came from. Duplicate keys, which
+PyYAML would silently collapse, are reported. Nothing here raises on bad input: problems become
+diagnostics, and the caller decides whether the result is usable.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpupool.diagnostics import ERROR, Location, Report
+
+try:  # the C parser is ~10x faster; fall back for platforms without libyaml
+    _Loader = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover
+    _Loader = yaml.SafeLoader
+
+Path_ = tuple  # a path inside the spec: ("tenants", 3, "gpus", "nvidia.com/gpu")
+
+TENANT_INCLUDE_KEY = "tenantFiles"
+YAML_SUFFIXES = (".yaml", ".yml")
+
+_SCALAR_TAGS_AS_TEXT = {"tag:yaml.org,2002:str"}
+
+
+@dataclass
+class SourceMap:
+    """Where each value (and each mapping key) of the loaded data came from."""
+
+    values: dict[Path_, Location] = field(default_factory=dict)
+    keys: dict[Path_, Location] = field(default_factory=dict)
+    files: dict[Path_, str] = field(default_factory=dict)  # list items spliced in from other files
+
+    def value(self, path: Path_) -> Location:
+        """Location of the value at path, or of its nearest located ancestor."""
+        path = tuple(path)
+        while path:
+            loc = self.values.get(path)
+            if loc is not None:
+                return loc
+            path = path[:-1]
+        return self.values.get((), Location("<unknown>", 1, 1))
+
+    def key(self, path: Path_) -> Location:
+        """Location of the mapping key that names path (falls back to the value)."""
+        return self.keys.get(tuple(path)) or self.value(path)
+
+
+@dataclass
+class LoadedSpec:
+    path: str
+    data: Any
+    source: SourceMap
+    report: Report
+
+    @property
+    def ok(self) -> bool:
+        return not self.report.errors
+
+
+def _loc(file: str, mark) -> Location:
+    return Location(file, mark.line + 1, mark.column + 1)
+
+
+class _Builder:
+    """Turns a composed node tree into plain data, recording locations as it goes."""
+
+    def __init__(self, file: str, source: SourceMap, report: Report):
+        self.file = file
+        self.source = source
+        self.report = report
+        self.constructor = yaml.SafeLoader("")  # only its scalar constructors are used
+
+    def build(self, node, path: Path_) -> Any:
+        self.source.values[path] = _loc(self.file, node.start_mark)
+        if isinstance(node, yaml.MappingNode):
+            out: dict[str, Any] = {}
+            for key_node, value_node in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    self.report.add(ERROR, _loc(self.file, key_node.start_mark), _render(path),
+                                    "mapping keys must be plain strings, not lists or mappings")
+                    continue
+                key = key_node.value  # keys stay text: `yes:` or `1g.10gb:` must not turn into bools/floats
+                child = path + (key,)
+                if key in out:
+                    first = self.source.keys.get(child)
+                    where = f" (first defined at line {first.line})" if first else ""
+                    self.report.add(ERROR, _loc(self.file, key_node.start_mark), _render(child),
+                                    f'duplicate key "{key}"{where}; each key may appear once')
+                    continue
+                self.source.keys[child] = _loc(self.file, key_node.start_mark)
+                out[key] = self.build(value_node, child)
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            return [self.build(item, path + (i,)) for i, item in enumerate(node.value)]
+        if node.tag in _SCALAR_TAGS_AS_TEXT:
+            return node.value
+        try:
+            return self.constructor.construct_object(node, deep=True)
+        except yaml.YAMLError as exc:
+            self.report.add(ERROR, _loc(self.file, node.start_mark), _render(path),
+                            f"cannot read value {node.value!r}: {getattr(exc, 'problem', exc)}")
+            return node.value
+
+
+def _render(path: Path_) -> str:
+    # A cheap rendering for loader messages; validation renders paths with tenant/pool names.
+    from gpupool.paths import render_path
+
+    return render_path(path)
+
+
+def load_yaml_file(path: Path, file_label: str, source: SourceMap, report: Report,
+                   base_path: Path_ = ()) -> tuple[bool, Any]:
+    """Parse one YAML file. Returns (ok, data); problems go to report."""
+    start = Location(file_label, 1, 1)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        report.add(ERROR, start, "", "file not found")
+        return False, None
+    except IsADirectoryError:
+        report.add(ERROR, start, "", "is a directory; expected a YAML file")
+        return False, None
+    except UnicodeDecodeError as exc:
+        report.add(ERROR, start, "", f"not UTF-8 text ({exc.reason} at byte {exc.start}); save the file as UTF-8")
+        return False, None
+    except OSError as exc:
+        report.add(ERROR, start, "", f"cannot read file: {exc.strerror}")
+        return False, None
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = _loc(file_label, mark) if mark else start
+        problem = exc.problem or "invalid YAML"
+        context = f" ({exc.context})" if exc.context else ""
+        report.add(ERROR, where, "", f"invalid YAML: {problem}{context}")
+        return False, None
+    except yaml.YAMLError as exc:
+        report.add(ERROR, start, "", f"invalid YAML: {exc}")
+        return False, None
+    if node is None:
+        report.add(ERROR, start, "", "file is empty; expected a YAML mapping")
+        return False, None
+    builder = _Builder(file_label, source, report)
+    return True, builder.build(node, base_path)
+
+
+def _display_name(path: Path, cwd: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(cwd.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def load_spec(spec_path: str | Path, *, cwd: Path | None = None) -> LoadedSpec:
+    """Load a stack spec and splice in the tenant files it includes (`tenantFiles`)."""
+    cwd = cwd or Path.cwd()
+    spec_path = Path(spec_path)
+    label = _display_name(spec_path, cwd) if spec_path.is_absolute() else str(spec_path)
+    source = SourceMap()
+    report = Report()
+    ok, data = load_yaml_file(spec_path, label, source, report)
+    if not ok:
+        return LoadedSpec(label, None, source, report)
+    if isinstance(data, dict) and TENANT_INCLUDE_KEY in data:
+        _include_tenants(data, spec_path, cwd, source, report)
+    return LoadedSpec(label, data, source, report)
+
+
+def _tenant_files(entry: str, base: Path) -> list[Path] | None:
+    target = (base / entry)
+    if target.is_dir():
+        return sorted(p for p in target.iterdir() if p.suffix in YAML_SUFFIXES and p.is_file())
+    if any(ch in entry for ch in "*?["):
+        return sorted(p for p in base.glob(entry) if p.is_file())
+    if target.is_file():
+        return [target]
+    return None
+
+
+def _include_tenants(data: dict, spec_path: Path, cwd: Path, source: SourceMap, report: Report) -> None:
+    entries = data.get(TENANT_INCLUDE_KEY)
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        return  # the schema reports the wrong type
+    tenants = data.get("tenants")
+    if tenants is None:
+        tenants = data["tenants"] = []
+    if not isinstance(tenants, list):
+        return  # the schema reports the wrong type
+    base = spec_path.parent
+    seen: set[Path] = set()
+    for i, entry in enumerate(entries):
+        files = _tenant_files(entry, base)
+        if files is None:
+            report.add(ERROR, source.value((TENANT_INCLUDE_KEY, i)), f"{TENANT_INCLUDE_KEY}[{i}]",
+                       f'"{entry}" matches no file or directory (relative to {base or "."}); '
+                       "give a directory of tenant files, a glob such as tenants/*.yaml, or a file")
+            continue
+        for path in files:
+            if path.resolve() in seen:
+                continue
+            seen.add(path.resolve())
+            index = len(tenants)
+            ok, tenant = load_yaml_file(path, _display_name(path, cwd), source, report, base_path=("tenants", index))
+            if ok:
+                tenants.append(tenant)
+                source.files[("tenants", index)] = _display_name(path, cwd)

@@ -1,0 +1,235 @@
+"""The validated model of a GPU platform: plain frozen dataclasses, built from schema-valid data.
+
+Defaults live here (one place), so every later layer (checks, manifests, plan) sees a complete model.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Mapping
+
+DEFAULT_CHART_VERSION = "v26.7.0"
+DEFAULT_CHART_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
+DEFAULT_OPERATOR_NAMESPACE = "gpu-operator"
+GPU = "nvidia.com/gpu"
+SHARED_SUFFIX = ".shared"
+MIG_PREFIX = "nvidia.com/mig-"
+
+
+def mig_resource(profile: str) -> str:
+    """The extended resource name the device plugin advertises for a MIG profile (mixed strategy)."""
+    return MIG_PREFIX + profile.replace("+", ".")
+
+
+@dataclass(frozen=True)
+class GpuOperator:
+    chart_version: str = DEFAULT_CHART_VERSION
+    repository: str = DEFAULT_CHART_REPOSITORY
+    chart_path: str | None = None
+    namespace: str = DEFAULT_OPERATOR_NAMESPACE
+    driver: bool = True
+    toolkit: bool = True
+    dcgm_exporter: bool = True
+    mig_reboot: bool = False
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str
+    mig_strategy: str = "mixed"
+    operator: GpuOperator = field(default_factory=GpuOperator)
+
+
+@dataclass(frozen=True)
+class MigGroup:
+    """One MIG layout applied to some GPU indices of every node in a pool."""
+
+    gpus: tuple[int, ...]
+    layout: Mapping[str, int]  # profile -> instances per GPU, presets already resolved
+    preset: str | None = None
+
+
+@dataclass(frozen=True)
+class TimeSlicing:
+    replicas: int
+    rename: bool = True
+    fail_requests_greater_than_one: bool = True
+
+
+@dataclass(frozen=True)
+class Mps:
+    replicas: int
+    rename: bool = True
+
+
+@dataclass(frozen=True)
+class Sharing:
+    mig: tuple[MigGroup, ...] = ()
+    time_slicing: TimeSlicing | None = None
+    mps: Mps | None = None
+
+    @property
+    def kind(self) -> str:
+        parts = []
+        if self.mig:
+            parts.append("mig")
+        if self.time_slicing:
+            parts.append("time-slicing")
+        if self.mps:
+            parts.append("mps")
+        return "+".join(parts) or "exclusive"
+
+    @property
+    def software_shared(self) -> bool:
+        """Time-slicing and MPS share a GPU without hardware isolation (MIG has it)."""
+        return self.time_slicing is not None or self.mps is not None
+
+    @property
+    def replicas(self) -> int:
+        if self.time_slicing:
+            return self.time_slicing.replicas
+        if self.mps:
+            return self.mps.replicas
+        return 1
+
+    @property
+    def rename(self) -> bool:
+        share = self.time_slicing or self.mps
+        return bool(share and share.rename)
+
+
+@dataclass(frozen=True)
+class NodePool:
+    name: str
+    gpu_model: str  # canonical catalog name
+    gpus_per_node: int
+    node_count: int
+    nodes: tuple[str, ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    sharing: Sharing = field(default_factory=Sharing)
+    price_per_gpu_hour: float | None = None
+
+    def physical_resources_per_node(self) -> dict[str, int]:
+        """Devices one node has before sharing: whole GPUs and MIG instances."""
+        out: dict[str, int] = {}
+        covered: set[int] = set()
+        for group in self.sharing.mig:
+            covered.update(group.gpus)
+            for profile, count in group.layout.items():
+                if count:
+                    name = mig_resource(profile)
+                    out[name] = out.get(name, 0) + count * len(group.gpus)
+        whole = self.gpus_per_node - len(covered)
+        if whole > 0:
+            out[GPU] = whole
+        return dict(sorted(out.items()))
+
+    def advertised_name(self, physical_name: str) -> str:
+        return physical_name + SHARED_SUFFIX if self.sharing.rename else physical_name
+
+    def resources_per_node(self) -> dict[str, int]:
+        """What one node advertises to the scheduler: names after renames, counts times replicas."""
+        replicas = self.sharing.replicas
+        return {self.advertised_name(name): count * replicas
+                for name, count in self.physical_resources_per_node().items()}
+
+    def capacity(self) -> dict[str, int]:
+        return {name: count * self.node_count for name, count in self.resources_per_node().items()}
+
+    def unit_gpu_fraction(self, advertised: str) -> Fraction:
+        """One unit of an advertised resource in physical GPUs: a MIG instance is its share of the GPU's
+        compute slices, a time-sliced or MPS replica 1/replicas of what it shares."""
+        physical = advertised
+        if self.sharing.rename and advertised.endswith(SHARED_SUFFIX):
+            physical = advertised[: -len(SHARED_SUFFIX)]
+        base = Fraction(1)
+        if physical.startswith(MIG_PREFIX):
+            from gpupool.mig import catalog, gpu_fraction
+
+            model = catalog().resolve(self.gpu_model)
+            profile = next(p for p in model.profiles.values() if p.resource_name == physical)
+            base = gpu_fraction(model, profile.name)
+        return base / self.sharing.replicas
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus_per_node * self.node_count
+
+
+@dataclass(frozen=True)
+class Tier:
+    name: str
+    priority: int
+    preemption_policy: str = "PreemptLowerPriority"
+    isolation: str = "shared"  # or "dedicated"
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class ContainerDefaults:
+    requests: Mapping[str, str] = field(default_factory=lambda: {"cpu": "100m", "memory": "256Mi"})
+    limits: Mapping[str, str] = field(default_factory=lambda: {"cpu": "1", "memory": "1Gi"})
+
+
+@dataclass(frozen=True)
+class Tenant:
+    name: str
+    tier: str
+    gpus: Mapping[str, int] = field(default_factory=dict)
+    compute: Mapping[str, str] = field(default_factory=dict)
+    container_defaults: ContainerDefaults = field(default_factory=ContainerDefaults)
+    owners: tuple[str, ...] = ()
+    cost_center: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    offboarded: bool = False
+    source_file: str | None = None
+
+    @property
+    def namespace(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Oversubscription:
+    max_ratio: float = 1.0
+    per_resource: Mapping[str, float] = field(default_factory=dict)
+
+    def ratio_for(self, resource: str) -> float:
+        return self.per_resource.get(resource, self.max_ratio)
+
+
+@dataclass(frozen=True)
+class Spec:
+    cluster: Cluster
+    pools: tuple[NodePool, ...]
+    tiers: tuple[Tier, ...]
+    tenants: tuple[Tenant, ...]
+    oversubscription: Oversubscription = field(default_factory=Oversubscription)
+    source_path: str = ""
+
+    @property
+    def active_tenants(self) -> tuple[Tenant, ...]:
+        return tuple(t for t in self.tenants if not t.offboarded)
+
+    def tier(self, name: str) -> Tier | None:
+        return next((t for t in self.tiers if t.name == name), None)
+
+    def capacity(self) -> dict[str, int]:
+        """Per advertised resource name, what all pools supply together."""
+        total: dict[str, int] = {}
+        for pool in self.pools:
+            for name, count in pool.capacity().items():
+                total[name] = total.get(name, 0) + count
+        return dict(sorted(total.items()))
+
+    def advertised_resources(self) -> list[str]:
+        """Every GPU resource name the cluster advertises: what each tenant quota must list."""
+        return sorted({name for pool in self.pools for name in pool.resources_per_node()})
+
+    def granted(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for tenant in self.active_tenants:
+            for name, count in tenant.gpus.items():
+                total[name] = total.get(name, 0) + count
+        return dict(sorted(total.items()))

@@ -1,0 +1,125 @@
+"""The JSON Schema of the spec, and schema errors turned into located, human diagnostics."""
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from gpupool.diagnostics import ERROR, Report, did_you_mean, one_of
+from gpupool.loader import LoadedSpec
+from gpupool.paths import render_path
+
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+SPEC_SCHEMA = SCHEMA_DIR / "gpupool.schema.json"
+
+DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_PATTERN_HINTS = {
+    DNS_LABEL_PATTERN: "must be a DNS-1123 label: lowercase letters, digits and '-', starting and ending "
+                       "with a letter or digit, at most 63 characters",
+    "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$": "must be a valid Kubernetes label value: letters, digits, "
+                       "'-', '_' and '.', starting and ending with a letter or digit, at most 63 characters",
+    "^nvidia\\.com/": "must be an NVIDIA resource name starting with nvidia.com/",
+    "^nvidia\\.com/[A-Za-z0-9][-A-Za-z0-9_.+]*$": "must be an NVIDIA resource name such as nvidia.com/gpu, "
+                       "nvidia.com/mig-1g.10gb or nvidia.com/gpu.shared",
+}
+_TYPE_NAMES = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "a whole number",
+               "number": "a number", "boolean": "true or false", "null": "empty"}
+
+
+@functools.lru_cache(maxsize=1)
+def schema() -> dict:
+    return json.loads(SPEC_SCHEMA.read_text())
+
+
+@functools.lru_cache(maxsize=1)
+def _validator():
+    from jsonschema import Draft202012Validator
+
+    Draft202012Validator.check_schema(schema())
+    return Draft202012Validator(schema())
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "nothing (empty)"
+    if isinstance(value, bool):
+        return f"{str(value).lower()}"
+    if isinstance(value, (dict, list)):
+        return _TYPE_NAMES["object" if isinstance(value, dict) else "array"]
+    if isinstance(value, str):
+        return f'"{value}"' if len(value) < 60 else f'"{value[:57]}..."'
+    return repr(value)
+
+
+def _expected(schema_part: Any) -> str:
+    if isinstance(schema_part, list):
+        return " or ".join(_TYPE_NAMES.get(t, t) for t in schema_part)
+    return _TYPE_NAMES.get(schema_part, str(schema_part))
+
+
+def check(loaded: LoadedSpec, report: Report) -> set[tuple]:
+    """Validate loaded.data against the schema. Returns the set of paths that had schema errors."""
+    bad: set[tuple] = set()
+    for path, key_error, message in _errors(loaded.data):
+        where = loaded.source.key(path) if key_error else loaded.source.value(path)
+        report.add(ERROR, where, render_path(path, loaded.data), message)
+        bad.add(path)
+    return bad
+
+
+def _errors(data: Any) -> Iterator[tuple[tuple, bool, str]]:
+    """(path, points_at_key, message) per schema error, most specific first."""
+    if not isinstance(data, dict):
+        yield (), False, f"the spec must be a mapping with keys apiVersion, kind, cluster, nodePools; got {_describe(data)}"
+        return
+    for error in _validator().iter_errors(data):
+        yield from _humanize(error)
+
+
+def _humanize(error) -> Iterator[tuple[tuple, bool, str]]:
+    path = tuple(error.absolute_path)
+    kind = error.validator
+    value = error.instance
+    if "propertyNames" in error.schema_path:
+        # propertyNames errors carry the key as instance and the mapping as path: point at the key.
+        hint = _PATTERN_HINTS.get(error.validator_value, error.message) if kind == "pattern" else error.message
+        yield path + (str(value),), True, f'key "{value}" {hint}' if kind == "pattern" else f'key "{value}": {hint}'
+        return
+    if kind == "additionalProperties":
+        allowed = list(error.schema.get("properties", {}))
+        extras = [k for k in value if k not in error.schema.get("properties", {})]
+        for key in extras:
+            hint = did_you_mean(key, allowed)
+            yield path + (key,), True, (f'unknown key "{key}"{hint}; valid keys here: {one_of(allowed)}'
+                                        if allowed else f'unknown key "{key}"')
+    elif kind == "required":
+        missing = error.validator_value
+        absent = [k for k in missing if k not in value]
+        for key in absent:
+            yield path, False, f'missing required key "{key}"'
+    elif kind == "type":
+        yield path, False, f"expected {_expected(error.validator_value)}, got {_describe(value)}"
+    elif kind == "enum":
+        choices = ", ".join(str(c) for c in error.validator_value)
+        yield path, False, f"{_describe(value)} is not allowed{did_you_mean(value, map(str, error.validator_value))}; use one of: {choices}"
+    elif kind == "const":
+        yield path, False, f'expected "{error.validator_value}", got {_describe(value)}'
+    elif kind == "pattern":
+        hint = _PATTERN_HINTS.get(error.validator_value, f"must match {error.validator_value}")
+        yield path, False, f"{_describe(value)} {hint}"
+    elif kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        word = {"minimum": "at least", "maximum": "at most",
+                "exclusiveMinimum": "greater than", "exclusiveMaximum": "less than"}[kind]
+        extra = ""
+        if path and path[-1] == "replicas" and kind == "minimum":
+            extra = " (1 replica is no sharing: remove the block to turn sharing off)"
+        yield path, False, f"{_describe(value)} is too {'small' if 'inimum' in kind else 'large'}; must be {word} {error.validator_value}{extra}"
+    elif kind in ("minLength", "maxLength"):
+        yield path, False, (f"{_describe(value)} is empty; give a value" if kind == "minLength" and not value
+                            else f"{_describe(value)} must be {'at least' if kind == 'minLength' else 'at most'} "
+                                 f"{error.validator_value} characters long")
+    elif kind in ("minItems", "minProperties"):
+        yield path, False, f"must not be empty (at least {error.validator_value} entr{'y' if error.validator_value == 1 else 'ies'})"
+    else:
+        yield path, False, error.message

@@ -58,6 +58,9 @@ class GpuModel:
     source: str = ""
     device_ids: tuple[str, ...] = ()
 
+    def __hash__(self) -> int:  # profiles/presets are dicts; the name identifies a model (caches key on it)
+        return hash(self.name)
+
 
 def _norm(name: str) -> str:
     """Normalise a model name or GFD product string for lookup.

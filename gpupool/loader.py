@@ -7,6 +7,7 @@ diagnostics, and the caller decides whether the result is usable.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,16 @@ Path_ = tuple  # a path inside the spec: ("tenants", 3, "gpus", "nvidia.com/gpu"
 TENANT_INCLUDE_KEY = "tenantFiles"
 YAML_SUFFIXES = (".yaml", ".yml")
 
-_SCALAR_TAGS_AS_TEXT = {"tag:yaml.org,2002:str"}
+# Timestamps stay text: no spec field is a date, and `costCenter: 2024-01-01` means the label value, not a
+# datetime (PyYAML would also raise a bare ValueError on `2024-13-01`).
+_SCALAR_TAGS_AS_TEXT = {"tag:yaml.org,2002:str", "tag:yaml.org,2002:timestamp"}
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+# Aliases can make a small file expand into a huge tree ("billion laughs"); no real spec comes near this.
+MAX_VALUES = 2_000_000
+
+
+class _TooLarge(Exception):
+    pass
 
 
 @dataclass
@@ -75,37 +85,92 @@ class _Builder:
         self.source = source
         self.report = report
         self.constructor = yaml.SafeLoader("")  # only its scalar constructors are used
+        self.count = 0
+        self.open: set[int] = set()  # collection nodes being built: an alias to one of them is a cycle
 
     def build(self, node, path: Path_) -> Any:
+        self.count += 1
+        if self.count > MAX_VALUES:
+            raise _TooLarge
         self.source.values[path] = _loc(self.file, node.start_mark)
-        if isinstance(node, yaml.MappingNode):
-            out: dict[str, Any] = {}
-            for key_node, value_node in node.value:
-                if not isinstance(key_node, yaml.ScalarNode):
-                    self.report.add(ERROR, _loc(self.file, key_node.start_mark), _render(path),
-                                    "mapping keys must be plain strings, not lists or mappings")
-                    continue
-                key = key_node.value  # keys stay text: `yes:` or `1g.10gb:` must not turn into bools/floats
-                child = path + (key,)
-                if key in out:
-                    first = self.source.keys.get(child)
-                    where = f" (first defined at line {first.line})" if first else ""
-                    self.report.add(ERROR, _loc(self.file, key_node.start_mark), _render(child),
-                                    f'duplicate key "{key}"{where}; each key may appear once')
-                    continue
-                self.source.keys[child] = _loc(self.file, key_node.start_mark)
-                out[key] = self.build(value_node, child)
-            return out
-        if isinstance(node, yaml.SequenceNode):
-            return [self.build(item, path + (i,)) for i, item in enumerate(node.value)]
+        if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+            if id(node) in self.open:
+                self.report.add(ERROR, _loc(self.file, node.start_mark), _render(path),
+                                "this alias refers to a value that contains it (an endless loop); "
+                                "repeat the content instead of the alias")
+                return None
+            self.open.add(id(node))
+            try:
+                if isinstance(node, yaml.MappingNode):
+                    return self.build_mapping(node, path)
+                return [self.build(item, path + (i,)) for i, item in enumerate(node.value)]
+            finally:
+                self.open.discard(id(node))
+        return self.build_scalar(node, path)
+
+    def build_mapping(self, node, path: Path_) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        merges = []
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag == _MERGE_TAG:
+                merges.append((key_node, value_node))
+                continue
+            if not isinstance(key_node, yaml.ScalarNode):
+                self.report.add(ERROR, _loc(self.file, key_node.start_mark), _render(path),
+                                "mapping keys must be plain strings, not lists or mappings")
+                continue
+            key = key_node.value  # keys stay text: `yes:` or `1g.10gb:` must not turn into bools/floats
+            child = path + (key,)
+            if key in out:
+                first = self.source.keys.get(child)
+                where = f" (first defined at line {first.line})" if first else ""
+                self.report.add(ERROR, _loc(self.file, key_node.start_mark), _render(child),
+                                f'duplicate key "{key}"{where}; each key may appear once')
+                continue
+            self.source.keys[child] = _loc(self.file, key_node.start_mark)
+            out[key] = self.build(value_node, child)
+        for key_node, value_node in merges:
+            self.merge(out, key_node, value_node, path)
+        return out
+
+    def merge(self, out: dict, key_node, value_node, path: Path_) -> None:
+        """`<<: *base` (or a list of them): keys of the merged mappings that the mapping does not set itself."""
+        sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+        if not all(isinstance(n, yaml.MappingNode) for n in sources):
+            self.report.add(ERROR, _loc(self.file, key_node.start_mark), _render(path + ("<<",)),
+                            "a merge key `<<` takes a mapping alias such as *defaults (or a list of them)")
+            return
+        here = self.source.values.get(path)
+        for source in sources:
+            for key_node2, value_node2 in source.value:
+                if isinstance(key_node2, yaml.ScalarNode) and key_node2.tag != _MERGE_TAG \
+                        and key_node2.value not in out:
+                    child = path + (key_node2.value,)
+                    self.source.keys[child] = _loc(self.file, key_node2.start_mark)
+                    out[key_node2.value] = self.build(value_node2, child)
+        if here is not None:
+            self.source.values[path] = here
+
+    def build_scalar(self, node, path: Path_) -> Any:
         if node.tag in _SCALAR_TAGS_AS_TEXT:
             return node.value
         try:
-            return self.constructor.construct_object(node, deep=True)
-        except yaml.YAMLError as exc:
+            value = self.constructor.construct_object(node, deep=True)
+        except yaml.constructor.ConstructorError:
             self.report.add(ERROR, _loc(self.file, node.start_mark), _render(path),
-                            f"cannot read value {node.value!r}: {getattr(exc, 'problem', exc)}")
+                            f"the YAML tag {node.tag} is not supported in a spec; remove it (and quote "
+                            f"{node.value!r} if it is meant as text)")
             return node.value
+        except (yaml.YAMLError, ValueError, OverflowError) as exc:
+            self.report.add(ERROR, _loc(self.file, node.start_mark), _render(path),
+                            f"cannot read value {node.value!r}: {getattr(exc, 'problem', None) or exc}; "
+                            "quote it to give text")
+            return node.value
+        if isinstance(value, float) and not math.isfinite(value):
+            self.report.add(ERROR, _loc(self.file, node.start_mark), _render(path),
+                            f"{node.value} is not a finite number; give a number such as 1.5")
+            return None
+        return value
 
 
 def _render(path: Path_) -> str:
@@ -142,14 +207,31 @@ def load_yaml_file(path: Path, file_label: str, source: SourceMap, report: Repor
         context = f" ({exc.context})" if exc.context else ""
         report.add(ERROR, where, "", f"invalid YAML: {problem}{context}")
         return False, None
+    except yaml.reader.ReaderError as exc:
+        before = text[: exc.position]
+        where = Location(file_label, before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1)
+        char = exc.character if isinstance(exc.character, str) else chr(exc.character)
+        report.add(ERROR, where, "", f"invalid YAML: character U+{ord(char):04X} is not allowed ({exc.reason}); "
+                                     "remove it, or write it as an escape inside a double-quoted string")
+        return False, None
     except yaml.YAMLError as exc:
         report.add(ERROR, start, "", f"invalid YAML: {exc}")
+        return False, None
+    except RecursionError:
+        report.add(ERROR, start, "", "invalid YAML: values are nested too deeply to read")
         return False, None
     if node is None:
         report.add(ERROR, start, "", "file is empty; expected a YAML mapping")
         return False, None
     builder = _Builder(file_label, source, report)
-    return True, builder.build(node, base_path)
+    try:
+        return True, builder.build(node, base_path)
+    except _TooLarge:
+        report.add(ERROR, start, "", f"aliases expand this file to more than {MAX_VALUES:,} values; "
+                                     "write the values out instead of nesting aliases")
+    except RecursionError:
+        report.add(ERROR, start, "", "values are nested too deeply to read; a spec needs only a few levels")
+    return False, None
 
 
 def _display_name(path: Path, cwd: Path) -> str:
@@ -174,14 +256,24 @@ def load_spec(spec_path: str | Path, *, cwd: Path | None = None) -> LoadedSpec:
     return LoadedSpec(label, data, source, report)
 
 
-def _tenant_files(entry: str, base: Path) -> list[Path] | None:
+def _tenant_files(entry: str, base: Path) -> list[Path] | str | None:
+    """The files an entry names; None when it names nothing, or a message when the entry cannot be used."""
+    if "\0" in entry:
+        return "contains a NUL character; give a path such as tenants/"
     target = (base / entry)
-    if target.is_dir():
-        return sorted(p for p in target.iterdir() if p.suffix in YAML_SUFFIXES and p.is_file())
-    if any(ch in entry for ch in "*?["):
-        return sorted(p for p in base.glob(entry) if p.is_file())
-    if target.is_file():
-        return [target]
+    try:
+        if target.is_dir():
+            return sorted(p for p in target.iterdir() if p.suffix in YAML_SUFFIXES and p.is_file())
+        if any(ch in entry for ch in "*?["):
+            if Path(entry).is_absolute():
+                return "is an absolute glob; write globs relative to the spec, such as tenants/*.yaml"
+            return sorted(p for p in base.glob(entry) if p.is_file())
+        if target.is_file():
+            return [target]
+    except ValueError as exc:  # e.g. "'**' can only be an entire path component"
+        return f"is not a usable glob ({exc}); use a pattern such as tenants/*.yaml or tenants/**/*.yaml"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror}); give a readable directory, glob or file"
     return None
 
 
@@ -198,6 +290,10 @@ def _include_tenants(data: dict, spec_path: Path, cwd: Path, source: SourceMap, 
     seen: set[Path] = set()
     for i, entry in enumerate(entries):
         files = _tenant_files(entry, base)
+        if isinstance(files, str):
+            report.add(ERROR, source.value((TENANT_INCLUDE_KEY, i)), f"{TENANT_INCLUDE_KEY}[{i}]",
+                       f'"{entry}" {files}')
+            continue
         if files is None:
             report.add(ERROR, source.value((TENANT_INCLUDE_KEY, i)), f"{TENANT_INCLUDE_KEY}[{i}]",
                        f'"{entry}" matches no file or directory (relative to {base or "."}); '

@@ -61,10 +61,14 @@ def _expected(schema_part: Any) -> str:
 def check(loaded: LoadedSpec, report: Report) -> set[tuple]:
     """Validate loaded.data against the schema. Returns the set of paths that had schema errors."""
     bad: set[tuple] = set()
+    # A value the loader could not read (bad tag, .nan) is already reported there: one error per problem.
+    unreadable = {d.location for d in report.errors}
     for path, key_error, message in _errors(loaded.data):
         where = loaded.source.key(path) if key_error else loaded.source.value(path)
-        report.add(ERROR, where, render_path(path, loaded.data), message)
         bad.add(path)
+        if where in unreadable and not key_error:
+            continue
+        report.add(ERROR, where, render_path(path, loaded.data), message)
     return bad
 
 
@@ -97,9 +101,18 @@ def _humanize(error) -> Iterator[tuple[tuple, bool, str]]:
         missing = error.validator_value
         absent = [k for k in missing if k not in value]
         for key in absent:
-            yield path, False, f'missing required key "{key}"'
+            example = error.schema.get("properties", {}).get(key, {})
+            example = f"; add {key}: {example['const']}" if isinstance(example, dict) and "const" in example else ""
+            yield path, False, (f'missing required key "{key}"{example} (required here: {", ".join(missing)})')
     elif kind == "type":
-        yield path, False, f"expected {_expected(error.validator_value)}, got {_describe(value)}"
+        hint = ""
+        wants_text = "string" in (error.validator_value if isinstance(error.validator_value, list)
+                                  else [error.validator_value])
+        if wants_text and isinstance(value, bool):
+            hint = " (YAML reads unquoted yes/no/on/off/true/false as true or false: quote the text, e.g. \"no\")"
+        elif wants_text and isinstance(value, (int, float)):
+            hint = f' (YAML reads it as a number: quote it to give text, e.g. "{value}")'
+        yield path, False, f"expected {_expected(error.validator_value)}, got {_describe(value)}{hint}"
     elif kind == "enum":
         choices = ", ".join(str(c) for c in error.validator_value)
         yield path, False, f"{_describe(value)} is not allowed{did_you_mean(value, map(str, error.validator_value))}; use one of: {choices}"

@@ -6,8 +6,10 @@ from an invalid spec.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -205,13 +207,20 @@ class _Checker:
 
         name = p["name"]
         model = catalog().resolve(p["gpu"])
-        sharing_raw = p.get("sharing", {})
+        ok = self.usable(path)
+        # Parts the schema rejected are skipped (already reported); judging them again would only add noise.
+        sharing_raw = p.get("sharing", {}) if self.usable(path + ("sharing",)) else {}
+        if not isinstance(sharing_raw, dict):
+            sharing_raw = {}
         wants_mig = "mig" in sharing_raw
-        ok = True
         if model is None and wants_mig:
             self.error(path + ("gpu",), f'"{p["gpu"]}" is not a MIG-capable GPU model gpupool knows'
                        f'{did_you_mean(p["gpu"], catalog().names())}; MIG models: {one_of(catalog().names(), 20)}')
             ok = False
+        if not all(self.usable(path + (k,)) for k in ("nodes", "nodeSelector", "nodeCount")):
+            # Which nodes the pool has is unknown: skip the node checks, still judge the sharing config.
+            self.sharing(path + ("sharing",), sharing_raw, model, p["gpusPerNode"], cluster)
+            return None
         nodes = list(p.get("nodes", []))
         selector = dict(p.get("nodeSelector", {}))
         count = p.get("nodeCount")
@@ -466,7 +475,8 @@ class _Checker:
         for resource, granted in spec.granted().items():
             supply = capacity.get(resource, 0)
             ratio = spec.oversubscription.ratio_for(resource)
-            allowed = int(supply * ratio + 1e-9)
+            # Exact arithmetic: 10 x 0.7 must allow 7, and a huge ratio must not overflow a float.
+            allowed = math.floor(supply * Fraction(str(ratio)))
             if granted <= allowed:
                 continue
             holders = sorted(((t.gpus[resource], t.name) for t in spec.active_tenants if t.gpus.get(resource)),

@@ -1,0 +1,39 @@
+"""GpuOperator: the operator namespace and the GPU Operator Helm chart (helm.v4.Chart; see README).
+
+Two steps because the MIG and device-plugin ConfigMaps live in the operator namespace and the chart
+must only be installed once they exist: construct (namespace), then `install` (chart).
+"""
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.k8s_objects import Registry
+from gpupool.manifests import Desired
+
+
+class GpuOperator(pulumi.ComponentResource):
+    def __init__(self, name: str, namespace: Desired, registry: Registry,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpupool:gpu:GpuOperator", name, None, opts)
+        self._registry = registry
+        self.namespace_resource = registry.register(namespace, self)
+        self.namespace = namespace.manifest["metadata"]["name"]
+
+    def install(self, chart: Desired, skip_await: bool = False) -> k8s.helm.v4.Chart:
+        spec = chart.manifest["spec"]
+        repo = spec.get("repositoryOpts")
+        release = k8s.helm.v4.Chart(
+            chart.name,
+            chart=spec["chart"],
+            version=spec.get("version"),
+            repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=repo["repo"]) if repo else None,
+            namespace=spec["namespace"],
+            values=spec["values"],
+            skip_await=True if skip_await else None,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self._registry.depends(chart)),
+        )
+        self._registry.resources[chart.name] = release
+        self.register_outputs({"namespace": self.namespace, "chart": spec["chart"],
+                               "chartVersion": spec.get("version", "")})
+        return release

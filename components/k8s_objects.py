@@ -1,0 +1,48 @@
+"""Register one desired object (gpupool.manifests.Desired) as the matching pulumi_kubernetes resource.
+
+The manifest is passed through as it is: top-level fields become keyword arguments and nested dicts keep
+their Kubernetes (camelCase) keys, so what the engine receives is exactly what `gpupool render` writes.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from gpupool.manifests import Desired
+
+_CLASSES: dict[tuple[str, str, bool], Callable] = {
+    ("v1", "Namespace", False): k8s.core.v1.Namespace,
+    ("v1", "ConfigMap", False): k8s.core.v1.ConfigMap,
+    ("v1", "ResourceQuota", False): k8s.core.v1.ResourceQuota,
+    ("v1", "LimitRange", False): k8s.core.v1.LimitRange,
+    ("v1", "Node", True): k8s.core.v1.NodePatch,
+    ("scheduling.k8s.io/v1", "PriorityClass", False): k8s.scheduling.v1.PriorityClass,
+    ("rbac.authorization.k8s.io/v1", "ClusterRole", False): k8s.rbac.v1.ClusterRole,
+    ("rbac.authorization.k8s.io/v1", "RoleBinding", False): k8s.rbac.v1.RoleBinding,
+}
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+class Registry:
+    """Pulumi resources by gpupool name, so `Desired.depends_on` can be resolved across components."""
+
+    def __init__(self) -> None:
+        self.resources: dict[str, pulumi.Resource] = {}
+
+    def depends(self, obj: Desired) -> list[pulumi.Resource]:
+        return [self.resources[name] for name in obj.depends_on if name in self.resources]
+
+    def register(self, obj: Desired, parent: pulumi.Resource) -> pulumi.Resource:
+        cls = _CLASSES[(obj.manifest["apiVersion"], obj.manifest["kind"], obj.patch)]
+        kwargs = {_snake(k): v for k, v in obj.manifest.items() if k not in ("apiVersion", "kind")}
+        opts = pulumi.ResourceOptions(parent=parent, depends_on=self.depends(obj),
+                                      retain_on_delete=obj.retain_on_delete or None)
+        resource = cls(obj.name, opts=opts, **kwargs)
+        self.resources[obj.name] = resource
+        return resource

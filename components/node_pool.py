@@ -1,0 +1,25 @@
+"""NodePool: gpupool's labels on the pool's named nodes, and the labels a selector-based node group needs.
+
+Node labels are NodePatch resources (server-side apply of just these labels). They are retained on
+delete: removing a pool from the spec must not strip `nvidia.com/mig.config` from live nodes, because
+the GPU Operator would then reconfigure MIG to all-disabled and evict every GPU workload there.
+Relabelling is always an explicit change of the spec, visible in `gpupool diff`.
+"""
+from __future__ import annotations
+
+import pulumi
+
+from components.k8s_objects import Registry
+from gpupool.manifests import Desired
+
+
+class NodePool(pulumi.ComponentResource):
+    def __init__(self, name: str, pool_name: str, patches: list[Desired], selector_labels: dict[str, str] | None,
+                 registry: Registry, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpupool:gpu:NodePool", name, None, opts)
+        for patch in patches:
+            registry.register(patch, self)
+        self.nodes = [p.manifest["metadata"]["name"] for p in patches]
+        self.required_node_labels = selector_labels or {}
+        self.register_outputs({"pool": pool_name, "nodes": self.nodes,
+                               "requiredNodeLabels": self.required_node_labels})

@@ -1,0 +1,99 @@
+"""The Pulumi program: spec file -> validated model -> desired objects -> components.
+
+Validation happens before any resource is registered; an invalid spec stops the program with the same
+FILE:LINE:COL lines as `gpupool validate`.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.gpu_config import DevicePluginConfig, MigConfig
+from components.gpu_operator import GpuOperator
+from components.k8s_objects import Registry
+from components.node_pool import NodePool
+from components.tenancy import Tenant, TenantAccess
+from components.tiers import PriorityTiers
+from gpupool import manifests
+from gpupool import model as m
+from gpupool.validate import validate_file
+
+
+def load_or_stop(spec_path: str) -> m.Spec:
+    result = validate_file(spec_path)
+    diagnostics = result.report.sorted()
+    for d in diagnostics:
+        (pulumi.log.error if d.is_error else pulumi.log.warn)(d.render())
+    if result.spec is None:
+        errors = sum(d.is_error for d in diagnostics)
+        raise pulumi.RunError(f"{spec_path}: {errors} errors in the spec; nothing was registered "
+                              f"(run `gpupool validate {spec_path}` to see them)")
+    return result.spec
+
+
+def with_chart_path(spec: m.Spec, chart_path: str | None) -> m.Spec:
+    """A local chart instead of NVIDIA's repository (offline use and tests); the spec's pin stays the default."""
+    if not chart_path:
+        return spec
+    operator = dataclasses.replace(spec.cluster.operator, chart_path=chart_path)
+    return dataclasses.replace(spec, cluster=dataclasses.replace(spec.cluster, operator=operator))
+
+
+def provider(config: pulumi.Config) -> k8s.Provider:
+    return k8s.Provider(
+        "k8s",
+        kubeconfig=config.get("kubeconfig") or None,
+        context=config.get("context") or None,
+        # In-place ConfigMap updates: a MIG or time-slicing edit is a readable diff, never a replace that
+        # deletes the fixed-name ConfigMap the operator reads (pulumi-notes 3.3).
+        enable_config_map_mutable=True,
+    )
+
+
+def deploy(spec: m.Spec, k8s_provider: pulumi.ProviderResource, *, skip_await: bool = False) -> dict:
+    """Register every desired object under its component; returns the stack outputs."""
+    plan = manifests.build(spec)
+    parts = plan.by_component()
+    registry = Registry()
+    opts = pulumi.ResourceOptions(providers=[k8s_provider])
+    one = lambda comp, kind: next(o for o in parts[comp] if o.kind == kind)  # noqa: E731
+
+    operator = GpuOperator("gpu-operator", one("operator", "Namespace"), registry, opts)
+    MigConfig("mig-config", one("mig-config", "ConfigMap"),
+              {p: c["migConfig"] for p, c in plan.pool_configs.items() if c["migConfig"]}, registry, opts)
+    DevicePluginConfig("device-plugin-config", one("device-plugin-config", "ConfigMap"),
+                       {p: c["devicePluginConfig"] for p, c in plan.pool_configs.items()}, registry, opts)
+    operator.install(one("operator", "HelmChart"), skip_await=skip_await)
+    for pool in spec.pools:
+        NodePool(f"pool-{pool.name}", pool.name, parts.get(f"pool:{pool.name}", []),
+                 plan.node_group_labels.get(pool.name), registry, opts)
+    PriorityTiers("tiers", parts.get("tiers", []), registry, opts)
+    TenantAccess("tenant-access", one("tenancy", "ClusterRole"), registry, opts)
+    for tenant in spec.tenants:
+        Tenant(f"tenant-{tenant.name}", tenant.name, parts[f"tenant:{tenant.name}"], registry, opts)
+    return stack_outputs(spec, plan)
+
+
+def stack_outputs(spec: m.Spec, plan: manifests.Plan) -> dict:
+    capacity = spec.capacity()
+    granted = spec.granted()
+    return {
+        "capacity": capacity,
+        "granted": {r: granted.get(r, 0) for r in capacity},
+        "headroom": {r: capacity[r] - granted.get(r, 0) for r in capacity},
+        "tenants": {t.name: {"namespace": t.namespace, "tier": t.tier, "gpus": dict(t.gpus),
+                             "costCenter": t.cost_center or "", "offboarded": t.offboarded}
+                    for t in spec.tenants},
+        "poolConfigs": plan.pool_configs,
+        "nodeGroupLabels": plan.node_group_labels,
+    }
+
+
+def main() -> None:
+    config = pulumi.Config()
+    spec = with_chart_path(load_or_stop(config.require("spec")), config.get("operatorChartPath") or None)
+    outputs = deploy(spec, provider(config), skip_await=config.get_bool("skipAwait") or False)
+    for key, value in outputs.items():
+        pulumi.export(key, value)

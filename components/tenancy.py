@@ -1,0 +1,32 @@
+"""Tenant (namespace, quotas, defaults, RBAC) and TenantAccess (the shared role tenants are bound to).
+
+A tenant's Namespace is retained on delete unless the tenant is marked offboarded: dropping a tenant
+file from the spec must never delete its namespace, workloads and data as a side effect.
+"""
+from __future__ import annotations
+
+import pulumi
+
+from components.k8s_objects import Registry
+from gpupool.manifests import Desired
+
+
+class TenantAccess(pulumi.ComponentResource):
+    def __init__(self, name: str, role: Desired, registry: Registry, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpupool:tenancy:TenantAccess", name, None, opts)
+        registry.register(role, self)
+        self.register_outputs({"clusterRole": role.manifest["metadata"]["name"]})
+
+
+class Tenant(pulumi.ComponentResource):
+    def __init__(self, name: str, tenant: str, objects: list[Desired], registry: Registry,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpupool:tenancy:Tenant", name, None, opts)
+        for obj in objects:
+            registry.register(obj, self)
+        namespace = next(o for o in objects if o.kind == "Namespace")
+        quota = next(o for o in objects if o.name.endswith("-gpu-quota"))
+        self.namespace = namespace.manifest["metadata"]["name"]
+        self.gpu_quota = quota.manifest["spec"]["hard"]
+        self.register_outputs({"namespace": self.namespace, "gpuQuota": self.gpu_quota,
+                               "protected": namespace.retain_on_delete})

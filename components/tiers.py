@@ -1,0 +1,16 @@
+"""PriorityTiers: one PriorityClass per tier."""
+from __future__ import annotations
+
+import pulumi
+
+from components.k8s_objects import Registry
+from gpupool.manifests import Desired
+
+
+class PriorityTiers(pulumi.ComponentResource):
+    def __init__(self, name: str, classes: list[Desired], registry: Registry,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpupool:tenancy:PriorityTiers", name, None, opts)
+        for obj in classes:
+            registry.register(obj, self)
+        self.register_outputs({"priorityClasses": [o.manifest["metadata"]["name"] for o in classes]})

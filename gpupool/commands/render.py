@@ -1,0 +1,30 @@
+"""`gpupool render SPEC -o DIR`: the stack's Kubernetes objects as YAML, no engine, no cluster."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def register(sub) -> None:
+    p = sub.add_parser("render", help="write every desired object as YAML (no cluster, no Pulumi engine)",
+                       description="Write one YAML file per desired object into DIR: exactly what the Pulumi "
+                                   "components register. Files for objects no longer desired are removed.")
+    p.add_argument("spec", metavar="SPEC")
+    p.add_argument("-o", "--output", required=True, metavar="DIR")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from gpupool import manifests, render
+    from gpupool.validate import validate_file
+
+    result = validate_file(args.spec)
+    for d in result.report.sorted():
+        print(d.render(), file=sys.stderr)
+    if result.spec is None:
+        print(f"{args.spec}: invalid, nothing rendered", file=sys.stderr)
+        return 1
+    plan = manifests.build(result.spec)
+    written = render.write(plan, Path(args.output))
+    print(f"wrote {len(written)} objects to {args.output}")
+    return 0

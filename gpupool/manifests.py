@@ -1,0 +1,356 @@
+"""From the validated model to the desired Kubernetes objects: pure data, no Pulumi.
+
+`gpupool render` writes exactly these objects, and the Pulumi components register exactly these objects
+(a test proves it through the Pulumi mocks). Each object carries the Pulumi resource name and the
+component that owns it, so URNs are stable and derived in one place.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import yaml
+
+from gpupool import model as m
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpupool"}
+LABEL_POOL = "gpupool.dev/pool"
+LABEL_TENANT = "gpupool.dev/tenant"
+LABEL_TIER = "gpupool.dev/tier"
+LABEL_COST_CENTER = "gpupool.dev/cost-center"
+LABEL_MIG_CONFIG = "nvidia.com/mig.config"
+LABEL_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
+MIG_CONFIGMAP = "gpupool-mig-config"
+PLUGIN_CONFIGMAP = "gpupool-device-plugin-config"
+EXCLUSIVE_KEY = "exclusive"
+MIG_DISABLED = "all-disabled"
+# The GPU Operator restarts an operand when its env changes: gpupool sets a hash of the config it reads,
+# so editing a ConfigMap rolls the device plugin / GFD / MIG Manager (they do not watch ConfigMaps).
+HASH_ENV_PLUGIN = "GPUPOOL_DEVICE_PLUGIN_CONFIG_HASH"
+HASH_ENV_MIG = "GPUPOOL_MIG_CONFIG_HASH"
+TENANT_ROLE = "gpupool-tenant-workloads"
+ALWAYS_QUOTED = (m.GPU,)  # resource names every tenant quota lists, advertised or not
+
+
+@dataclass(frozen=True)
+class Desired:
+    """One object gpupool wants: its Pulumi name, its owning component and the manifest."""
+
+    component: str  # e.g. "tenant:research", "pool:a100-mig", "operator"
+    name: str  # Pulumi resource name; unique across the stack
+    manifest: dict[str, Any]
+    patch: bool = False  # a Patch resource: gpupool owns some fields of an object it did not create
+    retain_on_delete: bool = False
+    depends_on: tuple[str, ...] = ()  # Pulumi names this object must wait for
+
+    @property
+    def kind(self) -> str:
+        return self.manifest["kind"]
+
+
+@dataclass
+class Plan:
+    """Everything one stack wants, in registration order."""
+
+    objects: list[Desired] = field(default_factory=list)
+    # pool name -> labels a selector-based node group must carry (gpupool cannot patch nodes it cannot name)
+    node_group_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    pool_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def by_component(self) -> dict[str, list[Desired]]:
+        out: dict[str, list[Desired]] = {}
+        for obj in self.objects:
+            out.setdefault(obj.component, []).append(obj)
+        return out
+
+
+def dump_yaml(data: Any) -> str:
+    """Deterministic YAML: fixed key order as built, block style, no aliases."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
+
+
+class _Dumper(yaml.SafeDumper):
+    """No anchors; multi-line strings (embedded configs) as readable `|` blocks."""
+
+    def ignore_aliases(self, data):
+        return True
+
+
+def _str_representer(dumper: yaml.SafeDumper, text: str):
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_Dumper.add_representer(str, _str_representer)
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# -- MIG Manager config (mig-parted v1) ----------------------------------------------------------
+
+def _layout_text(layout: dict[str, int]) -> str:
+    return "-".join(f"{p}x{c}" for p, c in sorted(layout.items()))
+
+
+def mig_config_name(pool: m.NodePool) -> str:
+    """A readable, stable mig-parted config name for the pool's layout (a node label value: <= 63 chars)."""
+    model = pool.gpu_model.lower()
+    groups = pool.sharing.mig
+    if len(groups) == 1 and len(groups[0].gpus) == pool.gpus_per_node:
+        body = groups[0].preset or _layout_text(dict(groups[0].layout))
+    else:
+        body = ".".join(f"{_ranges(g.gpus)}_{g.preset or _layout_text(dict(g.layout))}" for g in groups)
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", f"{model}-{body}")
+    if len(name) > 63:
+        digest = content_hash(dump_yaml(_mig_entries(pool)))[:8]
+        name = f"{model}-custom-{digest}"
+    return name
+
+
+def _ranges(indices: Iterable[int]) -> str:
+    items = sorted(indices)
+    out, start, prev = [], None, None
+    for i in items:
+        if start is None:
+            start = prev = i
+        elif i == prev + 1:
+            prev = i
+        else:
+            out.append(f"{start}-{prev}" if start != prev else str(start))
+            start = prev = i
+    if start is not None:
+        out.append(f"{start}-{prev}" if start != prev else str(start))
+    return "+".join(out)
+
+
+def _mig_entries(pool: m.NodePool) -> list[dict[str, Any]]:
+    entries = []
+    covered: set[int] = set()
+    for group in pool.sharing.mig:
+        covered.update(group.gpus)
+        devices: Any = "all" if len(group.gpus) == pool.gpus_per_node else list(group.gpus)
+        entries.append({"devices": devices, "mig-enabled": True, "mig-devices": dict(sorted(group.layout.items()))})
+    rest = [i for i in range(pool.gpus_per_node) if i not in covered]
+    if rest:
+        entries.append({"devices": rest, "mig-enabled": False})
+    return entries
+
+
+def mig_config(spec: m.Spec) -> tuple[str, dict[str, str]]:
+    """(config.yaml text, pool -> config name). Always has all-disabled; one config per distinct layout."""
+    configs: dict[str, Any] = {MIG_DISABLED: [{"devices": "all", "mig-enabled": False}]}
+    by_pool: dict[str, str] = {}
+    for pool in spec.pools:
+        if pool.sharing.mig:
+            name = mig_config_name(pool)
+            configs.setdefault(name, _mig_entries(pool))
+            by_pool[pool.name] = name
+        elif _mig_capable(pool):
+            by_pool[pool.name] = MIG_DISABLED
+    text = dump_yaml({"version": "v1", "mig-configs": configs})
+    return text, by_pool
+
+
+def _mig_capable(pool: m.NodePool) -> bool:
+    from gpupool.mig import catalog
+
+    return catalog().resolve(pool.gpu_model) is not None
+
+
+# -- Device plugin config -----------------------------------------------------------------------
+
+def _plugin_config(spec: m.Spec, pool: m.NodePool | None) -> dict[str, Any]:
+    doc: dict[str, Any] = {"version": "v1", "flags": {"migStrategy": spec.cluster.mig_strategy}}
+    if pool is None:
+        return doc
+    sharing = pool.sharing
+    resources = [{"name": name, "replicas": sharing.replicas} for name in pool.physical_resources_per_node()]
+    if sharing.time_slicing:
+        ts = sharing.time_slicing
+        doc["sharing"] = {"timeSlicing": {"renameByDefault": ts.rename,
+                                          "failRequestsGreaterThanOne": ts.fail_requests_greater_than_one,
+                                          "resources": resources}}
+    elif sharing.mps:
+        doc["sharing"] = {"mps": {"renameByDefault": sharing.mps.rename, "resources": resources}}
+    return doc
+
+
+def device_plugin_config(spec: m.Spec) -> tuple[dict[str, str], dict[str, str]]:
+    """(ConfigMap data, pool -> key). One key per shared pool, plus the default key for exclusive GPUs."""
+    data = {EXCLUSIVE_KEY: dump_yaml(_plugin_config(spec, None))}
+    by_pool: dict[str, str] = {}
+    for pool in spec.pools:
+        if pool.sharing.software_shared:
+            data[pool.name] = dump_yaml(_plugin_config(spec, pool))
+            by_pool[pool.name] = pool.name
+        else:
+            by_pool[pool.name] = EXCLUSIVE_KEY
+    return dict(sorted(data.items())), by_pool
+
+
+# -- GPU Operator -------------------------------------------------------------------------------
+
+def deep_merge(base: dict, extra: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def operator_values(spec: m.Spec, mig_hash: str, plugin_hash: str) -> dict[str, Any]:
+    op = spec.cluster.operator
+    mig_env = [{"name": HASH_ENV_MIG, "value": mig_hash}]
+    if op.mig_reboot:
+        mig_env.insert(0, {"name": "WITH_REBOOT", "value": "true"})
+    plugin_env = [{"name": HASH_ENV_PLUGIN, "value": plugin_hash}]
+    values = {
+        "mig": {"strategy": spec.cluster.mig_strategy},
+        "driver": {"enabled": op.driver},
+        "toolkit": {"enabled": op.toolkit},
+        "dcgmExporter": {"enabled": op.dcgm_exporter},
+        "migManager": {"config": {"name": MIG_CONFIGMAP, "default": MIG_DISABLED}, "env": mig_env},
+        "devicePlugin": {"config": {"name": PLUGIN_CONFIGMAP, "default": EXCLUSIVE_KEY}, "env": plugin_env},
+        "gfd": {"env": list(plugin_env)},  # GFD reads the same config (sharing labels)
+    }
+    return deep_merge(values, dict(op.values))
+
+
+def chart_spec(spec: m.Spec, values: dict[str, Any]) -> dict[str, Any]:
+    op = spec.cluster.operator
+    chart: dict[str, Any] = {"chart": op.chart_path} if op.chart_path else {
+        "chart": "gpu-operator", "version": op.chart_version, "repositoryOpts": {"repo": op.repository}}
+    return {**chart, "namespace": op.namespace, "values": values}
+
+
+# -- Tenants ------------------------------------------------------------------------------------
+
+def quota_resources(spec: m.Spec) -> list[str]:
+    return sorted(set(spec.advertised_resources()) | set(ALWAYS_QUOTED))
+
+
+def tenant_objects(spec: m.Spec, tenant: m.Tenant, quoted: list[str]) -> list[Desired]:
+    comp = f"tenant:{tenant.name}"
+    base = f"tenant-{tenant.name}"
+    ns = tenant.namespace
+    labels = {**MANAGED_BY, LABEL_TENANT: tenant.name, LABEL_TIER: tenant.tier}
+    if tenant.cost_center:
+        labels[LABEL_COST_CENTER] = tenant.cost_center
+    ns_labels = {**tenant.labels, **labels, "pod-security.kubernetes.io/enforce": "baseline"}
+    meta = lambda name: {"name": name, "namespace": ns, "labels": dict(labels)}  # noqa: E731
+    out = [Desired(comp, f"{base}-ns", {"apiVersion": "v1", "kind": "Namespace",
+                                        "metadata": {"name": ns, "labels": ns_labels}},
+                   retain_on_delete=not tenant.offboarded)]
+    after_ns = (f"{base}-ns",)
+    # Offboarded tenants keep their namespace until removed from the spec, but may start no GPU work.
+    grants = {} if tenant.offboarded else tenant.gpus
+    hard = {f"requests.{name}": str(grants.get(name, 0)) for name in quoted}
+    out.append(Desired(comp, f"{base}-gpu-quota", {"apiVersion": "v1", "kind": "ResourceQuota",
+                                                   "metadata": meta("gpu-quota"), "spec": {"hard": hard}},
+                       depends_on=after_ns))
+    if tenant.compute:
+        hard = {f"requests.{k}": str(v) for k, v in sorted(tenant.compute.items())}
+        out.append(Desired(comp, f"{base}-compute-quota", {"apiVersion": "v1", "kind": "ResourceQuota",
+                                                           "metadata": meta("compute-quota"), "spec": {"hard": hard}},
+                           depends_on=after_ns))
+    tier = spec.tier(tenant.tier)
+    higher = sorted(t.name for t in spec.tiers if tier and t.priority > tier.priority)
+    if higher:
+        # Quota with a PriorityClass scope is how Kubernetes limits who may use a priority class.
+        out.append(Desired(comp, f"{base}-priority-guard", {
+            "apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta("priority-guard"),
+            "spec": {"hard": {"pods": "0"},
+                     "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In",
+                                                             "values": higher}]}}}, depends_on=after_ns))
+    d = tenant.container_defaults
+    out.append(Desired(comp, f"{base}-container-defaults", {
+        "apiVersion": "v1", "kind": "LimitRange", "metadata": meta("container-defaults"),
+        # cpu/memory only: a GPU key here would be injected into every container (gpu-sharing.md 5.4).
+        "spec": {"limits": [{"type": "Container", "default": dict(d.limits), "defaultRequest": dict(d.requests)}]}},
+        depends_on=after_ns))
+    if tenant.owners:
+        out.append(Desired(comp, f"{base}-owners", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta("tenant-owners"),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": TENANT_ROLE},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": g}
+                         for g in tenant.owners]}, depends_on=after_ns + ("tenant-role",)))
+    return out
+
+
+def tenant_role() -> Desired:
+    """Run workloads; read, never change, quotas and limit ranges (those are the platform's)."""
+    rw = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
+    ro = ["get", "list", "watch"]
+    rules = [
+        {"apiGroups": [""], "resources": ["pods", "pods/log", "pods/exec", "pods/portforward", "pods/attach",
+                                          "services", "configmaps", "secrets", "persistentvolumeclaims",
+                                          "serviceaccounts"], "verbs": rw},
+        {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "replicasets", "daemonsets"], "verbs": rw},
+        {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": rw},
+        {"apiGroups": [""], "resources": ["resourcequotas", "limitranges", "events", "namespaces"], "verbs": ro},
+    ]
+    return Desired("tenancy", "tenant-role", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": TENANT_ROLE, "labels": dict(MANAGED_BY)}, "rules": rules})
+
+
+# -- The whole stack ----------------------------------------------------------------------------
+
+def build(spec: m.Spec) -> Plan:
+    plan = Plan()
+    op = spec.cluster.operator
+    opns = op.namespace
+    mig_text, mig_by_pool = mig_config(spec)
+    plugin_data, plugin_by_pool = device_plugin_config(spec)
+    mig_hash = content_hash(mig_text)
+    plugin_hash = content_hash(dump_yaml(plugin_data))
+    plan.objects.append(Desired("operator", "gpu-operator-ns", {
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": opns, "labels": {**MANAGED_BY, "pod-security.kubernetes.io/enforce": "privileged"}}}))
+    plan.objects.append(Desired("mig-config", "mig-config", {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": MIG_CONFIGMAP, "namespace": opns, "labels": dict(MANAGED_BY)},
+        "data": {"config.yaml": mig_text}}, depends_on=("gpu-operator-ns",)))
+    plan.objects.append(Desired("device-plugin-config", "device-plugin-config", {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": PLUGIN_CONFIGMAP, "namespace": opns, "labels": dict(MANAGED_BY)},
+        "data": plugin_data}, depends_on=("gpu-operator-ns",)))
+    plan.objects.append(Desired("operator", "gpu-operator", {
+        "apiVersion": "gpupool.dev/v1alpha1", "kind": "HelmChart",
+        "metadata": {"name": "gpu-operator", "namespace": opns},
+        "spec": chart_spec(spec, operator_values(spec, mig_hash, plugin_hash))},
+        depends_on=("gpu-operator-ns", "mig-config", "device-plugin-config")))
+    for pool in spec.pools:
+        labels = {LABEL_POOL: pool.name, LABEL_PLUGIN_CONFIG: plugin_by_pool[pool.name]}
+        if pool.name in mig_by_pool:
+            labels[LABEL_MIG_CONFIG] = mig_by_pool[pool.name]
+        labels = dict(sorted(labels.items()))
+        plan.pool_configs[pool.name] = {"migConfig": mig_by_pool.get(pool.name, ""),
+                                        "devicePluginConfig": plugin_by_pool[pool.name]}
+        if pool.node_selector:
+            plan.node_group_labels[pool.name] = labels
+        for node in pool.nodes:
+            plan.objects.append(Desired(f"pool:{pool.name}", f"pool-{pool.name}-{node}", {
+                "apiVersion": "v1", "kind": "Node",
+                # patchForce: these labels are gpupool's; a node moving between pools must not conflict.
+                "metadata": {"name": node, "labels": labels, "annotations": {"pulumi.com/patchForce": "true"}}},
+                patch=True, retain_on_delete=True, depends_on=("mig-config", "device-plugin-config")))
+    for tier in spec.tiers:
+        obj = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+               "metadata": {"name": tier.name, "labels": {**MANAGED_BY, LABEL_TIER: tier.name}},
+               "value": tier.priority, "preemptionPolicy": tier.preemption_policy}
+        if tier.description:
+            obj["description"] = tier.description
+        plan.objects.append(Desired("tiers", f"tier-{tier.name}", obj))
+    plan.objects.append(tenant_role())
+    quoted = quota_resources(spec)
+    for tenant in spec.tenants:
+        plan.objects.extend(tenant_objects(spec, tenant, quoted))
+    return plan

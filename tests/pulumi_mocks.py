@@ -1,0 +1,78 @@
+"""Run the real gpupool Pulumi program under Pulumi's mocks and collect what it registers."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pulumi
+
+
+@dataclass
+class Registered:
+    typ: str
+    name: str
+    inputs: dict
+    custom: bool
+    parent_urn: str | None
+    urn: str
+
+
+class CollectingMocks(pulumi.runtime.Mocks):
+    def __init__(self) -> None:
+        self.created: list[pulumi.runtime.MockResourceArgs] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        self.created.append(args)
+        return (f"{args.name}-id" if args.custom else None), dict(args.inputs)
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return {}
+
+
+class RecordingMonitor(pulumi.runtime.mocks.MockMonitor):
+    """Also records what Mocks.new_resource does not see: parent, options and dependencies."""
+
+    def __init__(self, mocks: CollectingMocks) -> None:
+        super().__init__(mocks)
+        self.requests: dict[str, dict] = {}  # "type::name" -> request facts
+
+    def RegisterResource(self, request):
+        response = super().RegisterResource(request)
+        self.requests[f"{request.type}::{request.name}"] = {
+            "type": request.type, "urn": response.urn, "parent": request.parent,
+            "retainOnDelete": request.retainOnDelete if request.HasField("retainOnDelete") else None,
+            "protect": request.protect if request.HasField("protect") else None,
+            "dependencies": list(request.dependencies),
+        }
+        return response
+
+
+def run_program(config: dict[str, str], stack: str = "test", preview: bool = True):
+    """Run components.program.main() under mocks. Returns (mocks, monitor, error)."""
+    mocks = CollectingMocks()
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project="gpupool", stack=stack, preview=preview, monitor=monitor)
+    pulumi.runtime.set_all_config({f"gpupool:{k}": v for k, v in config.items()})
+    error: list[BaseException] = []
+
+    @pulumi.runtime.test
+    def _run():
+        from components.program import main
+
+        main()
+
+    try:
+        _run()
+    except Exception as exc:  # the program's own failure (e.g. RunError on an invalid spec)
+        error.append(exc)
+    return mocks, monitor, (error[0] if error else None)
+
+
+def snapshot(mocks: CollectingMocks) -> list[dict]:
+    """(type, name, inputs) of everything registered, sorted: the golden-file form."""
+    rows = [{"type": a.typ, "name": a.name, "inputs": a.inputs} for a in mocks.created]
+    return sorted(rows, key=lambda r: (r["type"], r["name"]))
+
+
+def canonical(data) -> str:
+    return json.dumps(data, indent=1, sort_keys=True, default=str)

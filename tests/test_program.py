@@ -1,0 +1,197 @@
+"""The real Pulumi program under mocks: what it registers, under which parents, with which options."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpupool import manifests
+from gpupool.validate import load_valid_spec
+from tests.pulumi_mocks import canonical, run_program, snapshot
+
+ROOT = Path(__file__).resolve().parent.parent
+STACKS = sorted(p.parent.name for p in (ROOT / "stacks").glob("*/spec.yaml"))
+GOLDEN = ROOT / "tests" / "golden"
+
+
+@pytest.fixture(autouse=True)
+def _in_project_dir(monkeypatch):
+    monkeypatch.chdir(ROOT)  # the program resolves the spec path like `pulumi up` does: from the project dir
+
+
+def _run(stack: str):
+    mocks, monitor, error = run_program({"spec": f"stacks/{stack}/spec.yaml"}, stack=stack)
+    assert error is None, error
+    return mocks, monitor
+
+
+def test_bundled_stacks_exist():
+    assert {"dev", "prod"} <= set(STACKS)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_golden_snapshot(stack):
+    """Every registered (type, name, inputs): catches URN churn and value drift in review."""
+    mocks, _ = _run(stack)
+    actual = canonical(snapshot(mocks))
+    golden = GOLDEN / f"{stack}.json"
+    if os.environ.get("GPUPOOL_UPDATE_GOLDEN") or not golden.exists():
+        golden.write_text(actual + "\n")
+        if not os.environ.get("GPUPOOL_UPDATE_GOLDEN"):
+            pytest.fail(f"wrote missing golden file {golden}; review and commit it")
+    assert actual + "\n" == golden.read_text(), f"registered resources differ from {golden} " \
+                                                "(GPUPOOL_UPDATE_GOLDEN=1 pytest ... to accept)"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_kubernetes_resource_has_a_gpupool_component_parent(stack):
+    _, monitor = _run(stack)
+    k8s = {k: r for k, r in monitor.requests.items()
+           if r["type"].startswith("kubernetes:") and not r["type"].startswith("pulumi:providers")}
+    assert k8s
+    for key, request in k8s.items():
+        parent_type = request["parent"].split("::")[-2].split("$")[-1]
+        assert parent_type.startswith("gpupool:"), f"{key} is parented to {request['parent']}"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_render_is_exactly_what_is_registered(stack):
+    """One source of truth: the objects `gpupool render` writes are the inputs the components register."""
+    mocks, _ = _run(stack)
+    registered = {a.name: a for a in mocks.created if a.custom}
+    plan = manifests.build(load_valid_spec(f"stacks/{stack}/spec.yaml"))
+    from gpupool.render import render_documents
+
+    documents = render_documents(plan)
+    assert len(documents) == len(plan.objects)
+    for obj in plan.objects:
+        rendered = yaml.safe_load(documents[f"{obj.name}.yaml"])
+        if obj.kind == "HelmChart":
+            chart = next(a for a in mocks.created if a.typ == "kubernetes:helm.sh/v4:Chart")
+            expected = {k: v for k, v in rendered["spec"].items()}
+            assert {k: chart.inputs[k] for k in expected} == expected
+            continue
+        assert obj.name in registered, f"{obj.name} rendered but not registered"
+        assert registered[obj.name].inputs == rendered, obj.name
+    k8s_registered = {n for n, a in registered.items() if a.typ.startswith("kubernetes:")
+                      and not a.typ.startswith("pulumi:")}
+    assert k8s_registered == {o.name for o in plan.objects if o.kind != "HelmChart"}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_gpu_quota_lists_every_advertised_resource(stack):
+    spec = load_valid_spec(f"stacks/{stack}/spec.yaml")
+    advertised = spec.advertised_resources()
+    mocks, _ = _run(stack)
+    quotas = [a for a in mocks.created if a.typ == "kubernetes:core/v1:ResourceQuota" and a.name.endswith("-gpu-quota")]
+    assert len(quotas) == len(spec.tenants)
+    for quota in quotas:
+        hard = quota.inputs["spec"]["hard"]
+        missing = [r for r in advertised if f"requests.{r}" not in hard]
+        assert not missing, f"{quota.name} does not limit {missing}"
+        tenant = next(t for t in spec.tenants if quota.name == f"tenant-{t.name}-gpu-quota")
+        for resource in advertised:
+            want = 0 if tenant.offboarded else tenant.gpus.get(resource, 0)
+            assert hard[f"requests.{resource}"] == str(want)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_limit_range_injects_gpus(stack):
+    mocks, _ = _run(stack)
+    ranges = [a for a in mocks.created if a.typ == "kubernetes:core/v1:LimitRange"]
+    assert ranges
+    for lr in ranges:
+        for item in lr.inputs["spec"]["limits"]:
+            for field in ("default", "defaultRequest", "max", "min", "maxLimitRequestRatio"):
+                keys = [k for k in item.get(field, {}) if "nvidia.com" in k]
+                assert not keys, f"{lr.name}.{field} would inject {keys} into every container"
+            assert set(item["default"]) == {"cpu", "memory"}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_tenant_namespaces_are_protected_unless_offboarded(stack):
+    spec = load_valid_spec(f"stacks/{stack}/spec.yaml")
+    _, monitor = _run(stack)
+    for tenant in spec.tenants:
+        request = monitor.requests[f"kubernetes:core/v1:Namespace::tenant-{tenant.name}-ns"]
+        assert bool(request["retainOnDelete"]) is (not tenant.offboarded), tenant.name
+
+
+def test_prod_has_an_offboarded_tenant_whose_namespace_is_not_retained():
+    spec = load_valid_spec("stacks/prod/spec.yaml")
+    assert any(t.offboarded for t in spec.tenants)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_node_label_patches_are_retained_and_forced(stack):
+    mocks, monitor = _run(stack)
+    patches = [a for a in mocks.created if a.typ == "kubernetes:core/v1:NodePatch"]
+    assert patches
+    for patch in patches:
+        assert monitor.requests[f"{patch.typ}::{patch.name}"]["retainOnDelete"] is True
+        labels = patch.inputs["metadata"]["labels"]
+        assert {"gpupool.dev/pool", "nvidia.com/device-plugin.config"} <= set(labels)
+
+
+def test_provider_updates_config_maps_in_place():
+    mocks, _ = _run("dev")
+    (provider,) = [a for a in mocks.created if a.typ == "pulumi:providers:kubernetes"]
+    assert provider.inputs["enableConfigMapMutable"] == "true"
+
+
+def test_chart_values_point_at_the_config_maps_and_use_mixed_strategy():
+    mocks, _ = _run("dev")
+    chart = next(a for a in mocks.created if a.typ == "kubernetes:helm.sh/v4:Chart")
+    values = chart.inputs["values"]
+    assert values["mig"]["strategy"] == "mixed"
+    assert values["migManager"]["config"] == {"name": manifests.MIG_CONFIGMAP, "default": "all-disabled"}
+    assert values["devicePlugin"]["config"] == {"name": manifests.PLUGIN_CONFIGMAP, "default": "exclusive"}
+    assert chart.inputs["version"] == "v26.7.0"
+    assert chart.inputs["repositoryOpts"]["repo"] == "https://helm.ngc.nvidia.com/nvidia"
+
+
+def test_local_chart_path_replaces_repository(tmp_path):
+    chart_dir = tmp_path / "chart"
+    chart_dir.mkdir()
+    mocks, _, error = run_program({"spec": "stacks/dev/spec.yaml", "operatorChartPath": str(chart_dir)})
+    assert error is None
+    chart = next(a for a in mocks.created if a.typ == "kubernetes:helm.sh/v4:Chart")
+    assert chart.inputs["chart"] == str(chart_dir)
+    assert "repositoryOpts" not in chart.inputs
+
+
+def test_invalid_spec_registers_nothing(tmp_path):
+    bad = tmp_path / "spec.yaml"
+    bad.write_text((ROOT / "stacks/dev/spec.yaml").read_text().replace("replicas: 4", "replicas: 1"))
+    mocks, _, error = run_program({"spec": str(bad)})
+    assert error is not None
+    assert "errors in the spec" in str(error)
+    assert mocks.created == []
+
+
+def _spec_text_with(tmp_path, old: str, new: str) -> Path:
+    src = ROOT / "stacks/dev"
+    dst = tmp_path / "dev"
+    (dst / "tenants").mkdir(parents=True)
+    (dst / "spec.yaml").write_text((src / "spec.yaml").read_text().replace(old, new))
+    for f in (src / "tenants").glob("*.yaml"):
+        (dst / "tenants" / f.name).write_text(f.read_text())
+    return dst / "spec.yaml"
+
+
+def test_sharing_edit_changes_config_and_restarts_readers_through_the_operator(tmp_path):
+    """A replicas edit changes the ConfigMap data and the hash env the operator puts on the device plugin."""
+    before, _, _ = run_program({"spec": "stacks/dev/spec.yaml"})
+    after, _, _ = run_program({"spec": str(_spec_text_with(tmp_path, "replicas: 4", "replicas: 6"))})
+    pick = lambda ms, t, n: next(a for a in ms.created if a.typ == t and a.name == n)  # noqa: E731
+    cm_before = pick(before, "kubernetes:core/v1:ConfigMap", "device-plugin-config").inputs["data"]
+    cm_after = pick(after, "kubernetes:core/v1:ConfigMap", "device-plugin-config").inputs["data"]
+    assert cm_before["l4-shared"] != cm_after["l4-shared"] and "replicas: 6" in cm_after["l4-shared"]
+    env = lambda ms: pick(ms, "kubernetes:helm.sh/v4:Chart", "gpu-operator").inputs["values"]  # noqa: E731
+    assert env(before)["devicePlugin"]["env"] != env(after)["devicePlugin"]["env"]
+    assert env(before)["gfd"]["env"] != env(after)["gfd"]["env"]
+    assert env(before)["migManager"]["env"] == env(after)["migManager"]["env"]  # MIG untouched: no MIG restart
+

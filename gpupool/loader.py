@@ -67,6 +67,7 @@ class LoadedSpec:
     data: Any
     source: SourceMap
     report: Report
+    file_path: Path | None = None  # the spec on disk (path is the label shown in messages)
 
     @property
     def ok(self) -> bool:
@@ -250,10 +251,10 @@ def load_spec(spec_path: str | Path, *, cwd: Path | None = None) -> LoadedSpec:
     report = Report()
     ok, data = load_yaml_file(spec_path, label, source, report)
     if not ok:
-        return LoadedSpec(label, None, source, report)
+        return LoadedSpec(label, None, source, report, spec_path)
     if isinstance(data, dict) and TENANT_INCLUDE_KEY in data:
         _include_tenants(data, spec_path, cwd, source, report)
-    return LoadedSpec(label, data, source, report)
+    return LoadedSpec(label, data, source, report, spec_path)
 
 
 def _tenant_files(entry: str, base: Path) -> list[Path] | str | None:
@@ -287,8 +288,10 @@ def _include_tenants(data: dict, spec_path: Path, cwd: Path, source: SourceMap, 
     if not isinstance(tenants, list):
         return  # the schema reports the wrong type
     base = spec_path.parent
-    seen: set[Path] = set()
+    seen: set[Path] = {spec_path.resolve()}  # `tenantFiles: [.]` must not read the spec as a tenant
     for i, entry in enumerate(entries):
+        if not entry:
+            continue  # the schema reports the empty entry; "" would otherwise mean the spec's own directory
         files = _tenant_files(entry, base)
         if isinstance(files, str):
             report.add(ERROR, source.value((TENANT_INCLUDE_KEY, i)), f"{TENANT_INCLUDE_KEY}[{i}]",

@@ -20,6 +20,15 @@ _PATTERN_HINTS = {
     "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$": "must be a valid Kubernetes label value: letters, digits, "
                        "'-', '_' and '.', starting and ending with a letter or digit, at most 63 characters",
     "^nvidia\\.com/": "must be an NVIDIA resource name starting with nvidia.com/",
+    "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$":
+        "must be a valid Kubernetes label key: an optional DNS prefix and one '/', then a name of at most 63 "
+        "letters, digits, '-', '_' and '.' starting and ending with a letter or digit (e.g. team or "
+        "example.com/team)",
+    "^v?[0-9]+\\.[0-9]+\\.[0-9]+(-[0-9A-Za-z.-]+)?$": "must be a chart version such as v26.7.0 (a pinned "
+        "MAJOR.MINOR.PATCH, optionally with a v prefix and a -suffix)",
+    "^[+]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][-+]?[0-9]+|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$":
+        "must be a Kubernetes quantity: a number with an optional suffix m, k, M, G, T, Ki, Mi, Gi, Ti "
+        "(examples: 500m, 2, 1.5, 512Mi, 16Gi)",
     "^nvidia\\.com/[A-Za-z0-9][-A-Za-z0-9_.+]*$": "must be an NVIDIA resource name such as nvidia.com/gpu, "
                        "nvidia.com/mig-1g.10gb or nvidia.com/gpu.shared",
 }
@@ -87,8 +96,13 @@ def _humanize(error) -> Iterator[tuple[tuple, bool, str]]:
     value = error.instance
     if "propertyNames" in error.schema_path:
         # propertyNames errors carry the key as instance and the mapping as path: point at the key.
-        hint = _PATTERN_HINTS.get(error.validator_value, error.message) if kind == "pattern" else error.message
-        yield path + (str(value),), True, f'key "{value}" {hint}' if kind == "pattern" else f'key "{value}": {hint}'
+        if kind == "pattern":
+            hint = _PATTERN_HINTS.get(error.validator_value, f"must match {error.validator_value}")
+        elif kind == "maxLength":
+            hint = f"is {len(str(value))} characters long; keys here may be at most {error.validator_value}"
+        else:
+            hint = error.message
+        yield path + (str(value),), True, f'key "{value}" {hint}'
         return
     if kind == "additionalProperties":
         allowed = list(error.schema.get("properties", {}))

@@ -72,7 +72,8 @@ class _Checker:
         self.data = loaded.data
         self.report = report
         self.bad = bad
-        self.spec_dir = Path(loaded.path).parent
+        # Relative paths in the spec are relative to the spec file (not to the label, which is relative to cwd).
+        self.spec_dir = Path(loaded.file_path or loaded.path).parent
         # With a broken pool, what the cluster advertises is unknown: quota names are then not judged.
         self.pools_complete = self.usable(("nodePools",))
 
@@ -194,6 +195,7 @@ class _Checker:
                 continue
             if p["name"] in out:
                 self.error(path + ("name",), f'duplicate node pool "{p["name"]}"; pool names must be unique')
+                self.pools_complete = False  # what it advertises is not counted: do not blame tenants for it
                 continue
             pool = self.pool(path, p, cluster, node_owner)
             if pool is not None:

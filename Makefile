@@ -1,0 +1,38 @@
+# gpupool: the two commands a new machine needs are `make demo` and `make test` (see README.md).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+GPUPOOL := $(VENV)/bin/gpupool
+STACK ?= dev
+
+.PHONY: setup demo toolchain test test-unit clean
+
+setup: $(VENV)/.installed
+
+# Re-installs when pyproject.toml changes; editable, so the working tree is what runs.
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+# The main job on the bundled dev stack: validate, capacity plan, render the objects. No cluster needed.
+demo: setup
+	$(GPUPOOL) validate stacks/$(STACK)/spec.yaml
+	$(GPUPOOL) plan stacks/$(STACK)/spec.yaml
+	$(GPUPOOL) render stacks/$(STACK)/spec.yaml -o out/$(STACK)
+
+# pulumi CLI, pulumi-resource-kubernetes, kube-apiserver, kube-controller-manager, etcd: built from Go
+# modules into ~/.cache/gpupool-toolchain (pinned in toolchain/versions.env); a no-op when cached.
+toolchain:
+	bash toolchain/build.sh >/dev/null
+
+# Everything, end-to-end tests against a local API server included.
+test: setup toolchain
+	GPUPOOL_REQUIRE_E2E=1 GPUPOOL_TOOLCHAIN_BIN="$$(bash toolchain/build.sh --print-bin-dir)" $(PY) -m pytest -q
+
+# Fast loop while developing: no toolchain, end-to-end tests skipped.
+test-unit: setup
+	$(PY) -m pytest -q -m "not e2e"
+
+clean:
+	rm -rf out .pytest_cache

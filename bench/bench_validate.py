@@ -1,0 +1,141 @@
+"""Benchmark: `gpupool validate` on a 1,000-tenant, 100-pool spec vs just loading it with PyYAML's C loader.
+
+Both run in a fresh interpreter (subprocess), best of N repeats each; the ratio is measured in one run, so
+machine speed cancels out. Target: validate <= 3x the bare C-loader parse.
+
+    python bench/bench_validate.py [--repeats 5] [--tenants 1000] [--pools 100] [--keep DIR]
+
+The script also checks that validation succeeded (exit 0) and that Pulumi was never imported.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+TARGET = 3.0
+
+# (gpu model, gpus per node, sharing block, advertised resource -> units per node)
+POOL_KINDS = [
+    ("exclusive", "H100-80GB", 8, None, {"nvidia.com/gpu": 8}),
+    ("mig", "A100-80GB", 8, {"mig": {"preset": "all-balanced"}},
+     {"nvidia.com/mig-1g.10gb": 16, "nvidia.com/mig-2g.20gb": 8, "nvidia.com/mig-3g.40gb": 8}),
+    ("mig", "H100-80GB", 8, {"mig": {"perGpu": [{"gpus": [0, 1, 2, 3], "layout": {"3g.40gb": 2}},
+                                                {"gpus": [4, 5, 6, 7], "preset": "all-1g.10gb"}]}},
+     {"nvidia.com/mig-3g.40gb": 8, "nvidia.com/mig-1g.10gb": 28}),
+    ("time-sliced", "L4", 4, {"timeSlicing": {"replicas": 4}}, {"nvidia.com/gpu.shared": 16}),
+    ("mig+ts", "A100-40GB", 8, {"mig": {"preset": "all-balanced"}, "timeSlicing": {"replicas": 2}},
+     {"nvidia.com/mig-1g.5gb.shared": 32, "nvidia.com/mig-2g.10gb.shared": 16, "nvidia.com/mig-3g.20gb.shared": 16}),
+]
+SHARED = {"nvidia.com/gpu.shared", "nvidia.com/mig-1g.5gb.shared", "nvidia.com/mig-2g.10gb.shared",
+          "nvidia.com/mig-3g.20gb.shared"}
+
+
+def generate(n_tenants: int, n_pools: int) -> dict:
+    pools, capacity = [], {}
+    for i in range(n_pools):
+        kind, gpu, per_node, sharing, res = POOL_KINDS[i % len(POOL_KINDS)]
+        nodes = [f"{kind.replace('+', '-')}-{i:03d}-{k}" for k in range(4)]
+        pool = {"name": f"pool-{i:03d}-{kind.replace('+', '-')}", "gpu": gpu, "gpusPerNode": per_node,
+                "nodes": nodes, "pricePerGpuHour": 2.5}
+        if sharing:
+            pool["sharing"] = sharing
+        pools.append(pool)
+        for name, units in res.items():
+            capacity[name] = capacity.get(name, 0) + units * len(nodes)
+    tiers = [{"name": "production", "priority": 100000, "isolation": "dedicated"},
+             {"name": "standard", "priority": 10000},
+             {"name": "batch", "priority": 1000, "preemptionPolicy": "Never"}]
+    left = dict(capacity)
+    tenants = []
+    resources = sorted(capacity)
+    for t in range(n_tenants):
+        tier = tiers[t % 3]["name"]
+        allowed = [r for r in resources if not (tier == "production" and r in SHARED)]
+        gpus = {}
+        for k in range(3):
+            r = allowed[(t * 7 + k * 3) % len(allowed)]
+            want = 1 + (t + k) % 3
+            if left[r] >= want:
+                gpus[r] = gpus.get(r, 0) + want
+                left[r] -= want
+        tenant = {"name": f"team-{t:04d}", "tier": tier, "gpus": gpus,
+                  "compute": {"cpu": str(16 + t % 48), "memory": f"{64 + t % 192}Gi"},
+                  "containerDefaults": {"requests": {"cpu": "500m", "memory": "1Gi"},
+                                        "limits": {"cpu": "2", "memory": "4Gi"}},
+                  "owners": [f"team-{t:04d}-admins"], "costCenter": f"cc-{1000 + t}",
+                  "labels": {"business-unit": f"bu-{t % 12}"}}
+        if t % 97 == 0:
+            tenant["offboarded"] = True
+        tenants.append(tenant)
+    return {"apiVersion": "gpupool.dev/v1alpha1", "kind": "GpuPlatform",
+            "cluster": {"name": "bench", "gpuOperator": {"chartVersion": "v26.7.0"}},
+            "oversubscription": {"maxRatio": 1.0, "perResource": {"nvidia.com/gpu.shared": 1.5}},
+            "nodePools": pools, "tiers": tiers, "tenants": tenants}
+
+
+def run(cmd: list[str]) -> tuple[float, subprocess.CompletedProcess]:
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    return time.perf_counter() - start, proc
+
+
+def best(cmd: list[str], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        elapsed, proc = run(cmd)
+        if proc.returncode != 0:
+            sys.exit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
+        times.append(elapsed)
+    return min(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--tenants", type=int, default=1000)
+    ap.add_argument("--pools", type=int, default=100)
+    ap.add_argument("--keep", metavar="DIR", help="write the spec here instead of a temporary directory")
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out_dir = Path(args.keep or tmp)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        spec = out_dir / "bench-spec.yaml"
+        spec.write_text(yaml.safe_dump(generate(args.tenants, args.pools), sort_keys=False, width=120))
+        size = spec.stat().st_size
+
+        validate = [sys.executable, "-m", "gpupool", "validate", "-q", str(spec)]
+        load = [sys.executable, "-c", "import yaml,sys; yaml.load(open(sys.argv[1]), Loader=yaml.CSafeLoader)",
+                str(spec)]
+
+        # Correctness first: validate must pass, and must not import Pulumi.
+        _, proc = run([sys.executable, "-X", "importtime", *validate[1:]])
+        if proc.returncode != 0:
+            sys.exit(f"gpupool validate failed on the generated spec:\n{proc.stderr[-3000:]}")
+        imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+        pulumi = sorted(m for m in imported if m == "pulumi" or m.startswith("pulumi."))
+        assert not pulumi, f"gpupool validate imported Pulumi: {pulumi[:5]}"
+
+        t_validate = best(validate, args.repeats)
+        t_load = best(load, args.repeats)
+
+    ratio = t_validate / t_load
+    print(f"spec: {args.tenants} tenants, {args.pools} pools, {size / 1024:.0f} KiB")
+    print(f"yaml.load (CSafeLoader), fresh interpreter: {t_load * 1000:8.1f} ms  (best of {args.repeats})")
+    print(f"gpupool validate, fresh interpreter:        {t_validate * 1000:8.1f} ms  (best of {args.repeats})")
+    print(f"ratio: {ratio:.2f}x  (target <= {TARGET:g}x: {'ok' if ratio <= TARGET else 'OVER'})")
+    print("pulumi imported by validate: no")
+    return 0 if ratio <= TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

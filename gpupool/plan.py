@@ -1,0 +1,352 @@
+"""The capacity plan of a validated spec: supply, grants, headroom, GPU-equivalents and chargeback.
+
+Pure computation (no printing, no I/O): `compute(spec)` returns a `CapacityPlan`; `to_json(plan)` the stable
+JSON document described in docs/plan-json.md. Formatting for people lives in gpupool.commands.plan.
+
+Arithmetic is exact (`Fraction`) until formatting, so a MIG instance of 1/7 GPU times 7 is exactly one GPU
+and sums of many small shares do not drift.
+
+Attribution: a resource name (e.g. nvidia.com/gpu) may be supplied by several pools with different GPUs and
+prices. A quota names only the resource, not the pool, so a grant of resource R is attributed to the pools
+supplying R in proportion to their capacity of R: pool p carries grant x capacity_p(R) / capacity(R).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+
+from gpupool import model as m
+
+HOURS_PER_MONTH = 730
+SCHEMA_VERSION = 1
+NO_COST_CENTER = "(none)"
+
+
+@dataclass(frozen=True)
+class Supply:
+    """What one pool supplies of one advertised resource."""
+
+    pool: str
+    resource: str  # advertised name (after renames)
+    physical: str  # device name before sharing (nvidia.com/gpu or nvidia.com/mig-<profile>)
+    nodes: int
+    terms: tuple[tuple[int, int], ...]  # (GPUs per node in the group, devices per GPU)
+    replicas: int
+    capacity: int
+    gpu_per_unit: Fraction  # one advertised unit in physical GPUs
+    price: Fraction | None  # per GPU-hour
+    granted: Fraction = Fraction(0)  # attributed share of the resource's total grant
+
+    @property
+    def formula(self) -> str:
+        """nodes x GPUs x devices-per-GPU (x replicas), e.g. "4×4 GPUs × 7" or "2×8 GPUs × 2 × 2 replicas"."""
+        def term(gpus: int, per: int) -> str:
+            return f"{gpus} GPU{'s' if gpus != 1 else ''}" + (f" × {per}" if per != 1 else "")
+        if len(self.terms) == 1:
+            body = term(*self.terms[0])
+        else:
+            body = "(" + " + ".join(term(*t) for t in self.terms) + ")"
+        text = f"{self.nodes}×{body}"
+        if self.replicas != 1:
+            text += f" × {self.replicas} replicas"
+        return text
+
+    @property
+    def gpu_equivalents(self) -> Fraction:
+        return self.capacity * self.gpu_per_unit
+
+    @property
+    def granted_gpu_equivalents(self) -> Fraction:
+        return self.granted * self.gpu_per_unit
+
+
+@dataclass(frozen=True)
+class PoolLine:
+    name: str
+    gpu_model: str
+    nodes: int
+    gpus_per_node: int
+    gpus: int
+    sharing: str
+    replicas: int
+    price: Fraction | None
+    node_names: tuple[str, ...]
+    node_selector: dict[str, str]
+    supplies: tuple[Supply, ...]
+
+
+@dataclass(frozen=True)
+class ResourceLine:
+    """One advertised resource over all pools: the numbers the capacity check judges."""
+
+    resource: str
+    capacity: int
+    granted: int
+    max_ratio: Fraction
+    pools: tuple[str, ...]
+
+    @property
+    def allowed(self) -> int:
+        return math.floor(self.capacity * self.max_ratio)
+
+    @property
+    def headroom(self) -> int:
+        """Units still grantable under the oversubscription policy (negative: over-granted)."""
+        return self.allowed - self.granted
+
+    @property
+    def ratio(self) -> Fraction | None:
+        """Granted / capacity: above 1 means oversubscribed."""
+        return Fraction(self.granted, self.capacity) if self.capacity else None
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """The part of one tenant's grant of one resource attributed to one pool."""
+
+    tenant: str
+    resource: str
+    pool: str
+    units: Fraction
+    gpu_equivalents: Fraction
+    price: Fraction | None
+
+    @property
+    def cost_per_hour(self) -> Fraction | None:
+        return None if self.price is None else self.gpu_equivalents * self.price
+
+
+@dataclass(frozen=True)
+class Cost:
+    """GPU-equivalents split into priced and unpriced, and what the priced part costs."""
+
+    gpu_equivalents: Fraction = Fraction(0)
+    priced_gpu_equivalents: Fraction = Fraction(0)
+    per_hour: Fraction = Fraction(0)
+
+    @property
+    def unpriced_gpu_equivalents(self) -> Fraction:
+        return self.gpu_equivalents - self.priced_gpu_equivalents
+
+    @property
+    def per_month(self) -> Fraction:
+        return self.per_hour * HOURS_PER_MONTH
+
+    def __add__(self, other: "Cost") -> "Cost":
+        return Cost(self.gpu_equivalents + other.gpu_equivalents,
+                    self.priced_gpu_equivalents + other.priced_gpu_equivalents, self.per_hour + other.per_hour)
+
+
+@dataclass(frozen=True)
+class TenantLine:
+    name: str
+    tier: str
+    cost_center: str | None
+    offboarded: bool
+    grants: dict[str, int]  # what the quota grants (empty when offboarded: its quota is 0)
+    allocations: tuple[Allocation, ...]
+    cost: Cost
+    share: Fraction  # GPU-equivalents / the cluster's physical GPUs
+
+    @property
+    def gpu_equivalents(self) -> Fraction:
+        return self.cost.gpu_equivalents
+
+    def resource_gpu_equivalents(self, resource: str) -> Fraction:
+        return sum((a.gpu_equivalents for a in self.allocations if a.resource == resource), Fraction(0))
+
+
+@dataclass(frozen=True)
+class CostCenterLine:
+    name: str
+    tenants: tuple[str, ...]
+    cost: Cost
+    share: Fraction
+
+    @property
+    def gpu_equivalents(self) -> Fraction:
+        return self.cost.gpu_equivalents
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    cluster: str
+    source: str
+    total_gpus: int
+    pools: tuple[PoolLine, ...]
+    resources: tuple[ResourceLine, ...]
+    tenants: tuple[TenantLine, ...]
+    cost_centers: tuple[CostCenterLine, ...]
+    total: Cost = field(default_factory=Cost)
+
+    @property
+    def priced(self) -> bool:
+        return any(p.price is not None for p in self.pools)
+
+    @property
+    def ok(self) -> bool:
+        return all(r.headroom >= 0 for r in self.resources)
+
+    @property
+    def over(self) -> tuple[ResourceLine, ...]:
+        return tuple(r for r in self.resources if r.headroom < 0)
+
+    def resource(self, name: str) -> ResourceLine | None:
+        return next((r for r in self.resources if r.resource == name), None)
+
+    def tenant(self, name: str) -> TenantLine | None:
+        return next((t for t in self.tenants if t.name == name), None)
+
+    def cost_center(self, name: str) -> CostCenterLine | None:
+        return next((c for c in self.cost_centers if c.name == name), None)
+
+    def supply(self, pool: str, resource: str) -> Supply | None:
+        for p in self.pools:
+            if p.name == pool:
+                return next((s for s in p.supplies if s.resource == resource), None)
+        return None
+
+
+def _price(pool: m.NodePool) -> Fraction | None:
+    return None if pool.price_per_gpu_hour is None else Fraction(str(pool.price_per_gpu_hour))
+
+
+def _terms(pool: m.NodePool) -> dict[str, list[tuple[int, int]]]:
+    """physical resource -> [(GPUs per node in a group, devices per GPU)]."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    covered: set[int] = set()
+    for group in pool.sharing.mig:
+        covered.update(group.gpus)
+        for profile, count in group.layout.items():
+            if count:
+                out.setdefault(m.mig_resource(profile), []).append((len(group.gpus), count))
+    whole = pool.gpus_per_node - len(covered)
+    if whole > 0:
+        out.setdefault(m.GPU, []).append((whole, 1))
+    return out
+
+
+def _supplies(pool: m.NodePool) -> list[Supply]:
+    out = []
+    terms = _terms(pool)
+    per_node = pool.resources_per_node()
+    for physical in sorted(terms):
+        advertised = pool.advertised_name(physical)
+        out.append(Supply(pool.name, advertised, physical, pool.node_count, tuple(terms[physical]),
+                          pool.sharing.replicas, per_node[advertised] * pool.node_count,
+                          pool.unit_gpu_fraction(advertised), _price(pool)))
+    return out
+
+
+def compute(spec: m.Spec) -> CapacityPlan:
+    granted = spec.granted()
+    supplies_by_pool = {pool.name: _supplies(pool) for pool in spec.pools}
+    by_resource: dict[str, list[Supply]] = {}
+    for sups in supplies_by_pool.values():
+        for s in sups:
+            by_resource.setdefault(s.resource, []).append(s)
+    capacity = {r: sum(s.capacity for s in sups) for r, sups in by_resource.items()}
+
+    # Attribute the total grant of each resource to its pools, in proportion to their capacity.
+    attributed: dict[tuple[str, str], Fraction] = {}
+    for r, sups in by_resource.items():
+        for s in sups:
+            attributed[(s.pool, r)] = Fraction(granted.get(r, 0) * s.capacity, capacity[r]) if capacity[r] else Fraction(0)
+    pools = []
+    for pool in spec.pools:
+        sups = tuple(replace(s, granted=attributed[(s.pool, s.resource)]) for s in supplies_by_pool[pool.name])
+        pools.append(PoolLine(pool.name, pool.gpu_model, pool.node_count, pool.gpus_per_node, pool.total_gpus,
+                              pool.sharing.kind, pool.sharing.replicas, _price(pool), tuple(pool.nodes),
+                              dict(pool.node_selector), sups))
+    total_gpus = sum(p.total_gpus for p in spec.pools)
+
+    resources = []
+    for r in sorted(set(capacity) | set(granted)):
+        resources.append(ResourceLine(r, capacity.get(r, 0), granted.get(r, 0),
+                                      Fraction(str(spec.oversubscription.ratio_for(r))),
+                                      tuple(s.pool for s in by_resource.get(r, []))))
+
+    def share(x: Fraction) -> Fraction:
+        return x / total_gpus if total_gpus else Fraction(0)
+
+    tenants = []
+    for t in spec.tenants:
+        grants = {} if t.offboarded else {r: n for r, n in sorted(t.gpus.items())}
+        allocations = []
+        cost = Cost()
+        for r, n in grants.items():
+            for s in by_resource.get(r, []):
+                units = Fraction(n * s.capacity, capacity[r]) if capacity[r] else Fraction(0)
+                eq = units * s.gpu_per_unit
+                a = Allocation(t.name, r, s.pool, units, eq, s.price)
+                allocations.append(a)
+                cost = cost + Cost(eq, eq if s.price is not None else Fraction(0), a.cost_per_hour or Fraction(0))
+        tenants.append(TenantLine(t.name, t.tier, t.cost_center, t.offboarded, grants, tuple(allocations), cost,
+                                  share(cost.gpu_equivalents)))
+
+    centers: dict[str, list[TenantLine]] = {}
+    for t in tenants:
+        centers.setdefault(t.cost_center or NO_COST_CENTER, []).append(t)
+    cost_centers = []
+    for name in sorted(centers):
+        cost = sum((t.cost for t in centers[name]), Cost())
+        cost_centers.append(CostCenterLine(name, tuple(t.name for t in centers[name]), cost,
+                                           share(cost.gpu_equivalents)))
+    total = sum((t.cost for t in tenants), Cost())
+    return CapacityPlan(spec.cluster.name, spec.source_path, total_gpus, tuple(pools), tuple(resources),
+                        tuple(tenants), tuple(cost_centers), total)
+
+
+# -- JSON ----------------------------------------------------------------------------------------
+
+def _num(x: Fraction | int | None, places: int = 4) -> float | int | None:
+    """Exact integers stay integers; other values are rounded to `places` decimals."""
+    if x is None:
+        return None
+    if isinstance(x, int) or (isinstance(x, Fraction) and x.denominator == 1):
+        return int(x)
+    return round(float(x), places)
+
+
+def _cost_json(c: Cost) -> dict:
+    return {"gpuEquivalents": _num(c.gpu_equivalents), "pricedGpuEquivalents": _num(c.priced_gpu_equivalents),
+            "unpricedGpuEquivalents": _num(c.unpriced_gpu_equivalents),
+            "costPerHour": _num(c.per_hour), "costPerMonth": _num(c.per_month, 2)}
+
+
+def to_json(plan: CapacityPlan) -> dict:
+    """The stable, documented JSON document (docs/plan-json.md): schemaVersion 1."""
+    return {
+        "schemaVersion": SCHEMA_VERSION,
+        "cluster": plan.cluster,
+        "spec": plan.source,
+        "hoursPerMonth": HOURS_PER_MONTH,
+        "ok": plan.ok,
+        "totals": {"gpus": plan.total_gpus, **_cost_json(plan.total)},
+        "pools": [{
+            "name": p.name, "gpu": p.gpu_model, "nodes": p.nodes, "gpusPerNode": p.gpus_per_node, "gpus": p.gpus,
+            "nodeNames": list(p.node_names), "nodeSelector": dict(p.node_selector),
+            "sharing": p.sharing, "replicas": p.replicas, "pricePerGpuHour": _num(p.price),
+            "resources": [{
+                "resource": s.resource, "device": s.physical, "capacity": s.capacity, "supply": s.formula,
+                "gpuPerUnit": _num(s.gpu_per_unit, 6), "gpuEquivalents": _num(s.gpu_equivalents),
+                "granted": _num(s.granted), "grantedGpuEquivalents": _num(s.granted_gpu_equivalents),
+            } for s in p.supplies],
+        } for p in plan.pools],
+        "resources": [{
+            "resource": r.resource, "capacity": r.capacity, "granted": r.granted, "maxRatio": _num(r.max_ratio),
+            "allowed": r.allowed, "headroom": r.headroom, "ratio": _num(r.ratio), "pools": list(r.pools),
+        } for r in plan.resources],
+        "tenants": [{
+            "name": t.name, "tier": t.tier, "costCenter": t.cost_center, "offboarded": t.offboarded,
+            "grants": dict(t.grants), "share": _num(t.share, 6), **_cost_json(t.cost),
+            "allocations": [{
+                "resource": a.resource, "pool": a.pool, "units": _num(a.units), "gpuEquivalents": _num(a.gpu_equivalents),
+                "pricePerGpuHour": _num(a.price), "costPerHour": _num(a.cost_per_hour),
+            } for a in t.allocations],
+        } for t in plan.tenants],
+        "costCenters": [{
+            "name": c.name, "tenants": list(c.tenants), "share": _num(c.share, 6), **_cost_json(c.cost),
+        } for c in plan.cost_centers],
+    }

@@ -1,7 +1,7 @@
 """Tenant (namespace, quotas, defaults, RBAC) and TenantAccess (the shared role tenants are bound to).
 
-A tenant's Namespace is retained on delete unless the tenant is marked offboarded: dropping a tenant
-file from the spec must never delete its namespace, workloads and data as a side effect.
+A tenant's objects are retained on delete unless the tenant is marked offboarded: dropping a tenant
+file from the spec must never delete its namespace, workloads and data (or lift its quota) as a side effect.
 """
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ component that owns it, so URNs are stable and derived in one place.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -246,8 +247,7 @@ def tenant_objects(spec: m.Spec, tenant: m.Tenant, quoted: list[str]) -> list[De
     ns_labels = {**tenant.labels, **labels, "pod-security.kubernetes.io/enforce": "baseline"}
     meta = lambda name: {"name": name, "namespace": ns, "labels": dict(labels)}  # noqa: E731
     out = [Desired(comp, f"{base}-ns", {"apiVersion": "v1", "kind": "Namespace",
-                                        "metadata": {"name": ns, "labels": ns_labels}},
-                   retain_on_delete=not tenant.offboarded)]
+                                        "metadata": {"name": ns, "labels": ns_labels}})]
     after_ns = (f"{base}-ns",)
     # Offboarded tenants keep their namespace until removed from the spec, but may start no GPU work.
     grants = {} if tenant.offboarded else tenant.gpus
@@ -281,7 +281,10 @@ def tenant_objects(spec: m.Spec, tenant: m.Tenant, quoted: list[str]) -> list[De
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": TENANT_ROLE},
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": g}
                          for g in tenant.owners]}, depends_on=after_ns + ("tenant-role",)))
-    return out
+    # Dropping a tenant from the spec leaves everything of it in place, quotas included (an unmanaged
+    # namespace without its quota could take every GPU). Only an offboarded tenant may be deleted.
+    keep = not tenant.offboarded
+    return [dataclasses.replace(obj, retain_on_delete=keep) for obj in out]
 
 
 def tenant_role() -> Desired:

@@ -112,12 +112,16 @@ def test_no_limit_range_injects_gpus(stack):
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_tenant_namespaces_are_protected_unless_offboarded(stack):
+def test_tenant_objects_are_retained_on_delete_unless_offboarded(stack):
+    """Dropping a tenant file must not delete its namespace (nor lift its quota)."""
     spec = load_valid_spec(f"stacks/{stack}/spec.yaml")
-    _, monitor = _run(stack)
+    mocks, monitor = _run(stack)
     for tenant in spec.tenants:
-        request = monitor.requests[f"kubernetes:core/v1:Namespace::tenant-{tenant.name}-ns"]
-        assert bool(request["retainOnDelete"]) is (not tenant.offboarded), tenant.name
+        mine = [a for a in mocks.created if a.custom and a.name.startswith(f"tenant-{tenant.name}-")]
+        assert {a.typ.split(":")[-1] for a in mine} >= {"Namespace", "ResourceQuota", "LimitRange"}
+        for a in mine:
+            request = monitor.requests[f"{a.typ}::{a.name}"]
+            assert bool(request["retainOnDelete"]) is (not tenant.offboarded), (tenant.name, a.name)
 
 
 def test_prod_has_an_offboarded_tenant_whose_namespace_is_not_retained():

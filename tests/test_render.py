@@ -11,7 +11,17 @@ from gpupool.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = sorted(p.parent.name for p in (ROOT / "stacks").glob("*/spec.yaml"))
-KUBERNETES_VERSION = "1.37.0"  # the release the e2e control plane runs (toolchain/versions.env)
+
+def _target_kubernetes() -> str:
+    """The minor release the e2e control plane runs (toolchain/versions.env), as kubernetes-validate names it."""
+    for line in (ROOT / "toolchain" / "versions.env").read_text().splitlines():
+        if line.startswith("KUBERNETES_VERSION="):
+            major, minor = line.split("=", 1)[1].strip().lstrip("v").split(".")[:2]
+            return f"{major}.{minor}.0"
+    raise AssertionError("KUBERNETES_VERSION missing from toolchain/versions.env")
+
+
+KUBERNETES_VERSION = _target_kubernetes()
 
 
 def _render(stack: str, out: Path) -> dict[str, str]:

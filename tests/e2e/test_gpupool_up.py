@@ -1,0 +1,187 @@
+"""gpupool end to end: the real Pulumi engine and provider against a local kube-apiserver.
+
+One stack lives through the whole module, in the order a platform team would live it: first `up`, a
+no-op preview, edits that must be in-place updates, what the API server then enforces, and finally
+removing tenants. Each test builds on the state the previous one left.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .stack import E2EStack
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+STUB_CHART = REPO / "tests" / "charts" / "gpu-operator-stub"
+
+# What the dev stack's nodes advertise (its spec: 4 L4s time-sliced x4; 4 A100-80GB all-balanced).
+DEV_NODES = {
+    "dev-gpu-l4-1": {"nvidia.com/gpu.shared": "16"},
+    "dev-gpu-a100-1": {"nvidia.com/mig-1g.10gb": "8", "nvidia.com/mig-2g.20gb": "4", "nvidia.com/mig-3g.40gb": "4"},
+}
+
+
+@pytest.fixture(scope="module")
+def stack(control_plane, toolchain_bin, tmp_path_factory) -> E2EStack:
+    for name, resources in DEV_NODES.items():
+        control_plane.create_gpu_node(name, resources)
+    work = tmp_path_factory.mktemp("gpupool-dev")
+    shutil.copytree(REPO / "stacks" / "dev", work / "dev")
+    s = E2EStack(toolchain_bin, control_plane.kubeconfig, work, spec=work / "dev" / "spec.yaml", chart=STUB_CHART)
+    yield s
+    s.close()
+
+
+def _pod(name: str, resources: dict | None = None, priority_class: str | None = None) -> dict:
+    container = {"name": "main", "image": "registry.invalid/app:1"}
+    if resources:
+        container["resources"] = {"limits": resources}
+    spec = {"containers": [container]}
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def _create_pod(control_plane, namespace: str, pod: dict, *, as_user=None, as_groups=()):
+    return control_plane.kubectl("create", "-n", namespace, "-f", "-", input=json.dumps(pod), check=False,
+                                 as_user=as_user, as_groups=as_groups)
+
+
+def test_up_creates_the_dev_stack_and_a_second_preview_changes_nothing(stack, control_plane):
+    result = stack.up()
+    assert result.summary.result == "succeeded"
+    quota = control_plane.get_json("resourcequota", "gpu-quota", "-n", "research")
+    assert quota["spec"]["hard"]["requests.nvidia.com/gpu.shared"] == "8"
+    node = control_plane.get_json("node", "dev-gpu-a100-1")
+    assert node["metadata"]["labels"]["nvidia.com/mig.config"] == "a100-80gb-all-balanced"
+    assert node["metadata"]["labels"]["nvidia.com/device-plugin.config"] == "exclusive"
+    ops = stack.preview_ops()
+    changed = {urn: op for urn, op in ops.items() if op != "same"}
+    assert not changed, f"second preview is not a no-op: {changed}"
+
+
+def test_quota_edit_is_an_in_place_update_of_exactly_that_quota(stack, control_plane):
+    stack.edit("dev/tenants/notebooks.yaml", "nvidia.com/gpu.shared: 6", "nvidia.com/gpu.shared: 4")
+    ops = stack.preview_ops()
+    changed = {urn.split("::")[-1]: op for urn, op in ops.items() if op != "same"}
+    assert changed == {"tenant-notebooks-gpu-quota": "update"}
+    stack.up()
+    quota = control_plane.get_json("resourcequota", "gpu-quota", "-n", "notebooks")
+    assert quota["spec"]["hard"]["requests.nvidia.com/gpu.shared"] == "4"
+
+
+def test_time_slicing_edit_updates_the_config_map_in_place_and_rolls_the_device_plugin(stack, control_plane):
+    stack.edit("dev/spec.yaml", "replicas: 4", "replicas: 6")
+    ops = stack.preview_ops()
+    changed = {urn.split("::")[-1]: op for urn, op in ops.items() if op != "same"}
+    assert changed.get("device-plugin-config") == "update", changed  # not "replace"
+    assert "mig-config" not in changed
+    assert not any(op in ("replace", "create-replacement", "delete-replaced") for op in changed.values()), changed
+    uid = control_plane.get_json("configmap", "gpupool-device-plugin-config", "-n", "gpu-operator")["metadata"]["uid"]
+    before = control_plane.get_json("daemonset", "nvidia-device-plugin-daemonset", "-n", "gpu-operator")
+    mig_before = control_plane.get_json("daemonset", "nvidia-mig-manager", "-n", "gpu-operator")
+    stack.up()
+    cm = control_plane.get_json("configmap", "gpupool-device-plugin-config", "-n", "gpu-operator")
+    assert "replicas: 6" in cm["data"]["l4-shared"]
+    assert cm["metadata"]["uid"] == uid  # the same object, updated in place
+    after = control_plane.get_json("daemonset", "nvidia-device-plugin-daemonset", "-n", "gpu-operator")
+    mig_after = control_plane.get_json("daemonset", "nvidia-mig-manager", "-n", "gpu-operator")
+    env = lambda ds: ds["spec"]["template"]["spec"]["containers"][0]["env"]  # noqa: E731
+    assert env(before) != env(after), "device plugin pod template unchanged: it would not reload its config"
+    assert after["metadata"]["generation"] > before["metadata"]["generation"]
+    assert env(mig_before) == env(mig_after), "a sharing edit must not restart the MIG Manager"
+
+
+def test_mig_layout_edit_updates_the_mig_config_in_place_and_relabels_the_node(stack, control_plane):
+    stack.edit("dev/spec.yaml", "        preset: all-balanced",
+               "        perGpu:\n          - {gpus: [0, 1, 2], preset: all-balanced}\n"
+               "          - {gpus: [3], layout: {1g.10gb: 7}}")
+    ops = stack.preview_ops()
+    changed = {urn.split("::")[-1]: op for urn, op in ops.items() if op != "same"}
+    assert changed.get("mig-config") == "update", changed
+    assert changed.get("pool-a100-mig-dev-gpu-a100-1") == "update", changed
+    assert "device-plugin-config" not in changed
+    stack.up()
+    node = control_plane.get_json("node", "dev-gpu-a100-1")
+    label = node["metadata"]["labels"]["nvidia.com/mig.config"]
+    assert label != "a100-80gb-all-balanced"
+    cm = control_plane.get_json("configmap", "gpupool-mig-config", "-n", "gpu-operator")
+    configs = yaml.safe_load(cm["data"]["config.yaml"])["mig-configs"]
+    assert label in configs, f"node label {label} names no mig-parted config: {sorted(configs)}"
+    assert configs[label][1] == {"devices": [3], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}
+
+
+def test_quota_rejects_a_pod_over_the_tenant_gpu_quota(stack, control_plane):
+    out = _create_pod(control_plane, "research", _pod("too-many", {"nvidia.com/gpu.shared": "9"}))
+    assert out.returncode != 0 and "exceeded quota" in out.stderr, out.stderr
+    out = _create_pod(control_plane, "research", _pod("whole-gpu", {"nvidia.com/gpu": "1"}))
+    assert out.returncode != 0 and "exceeded quota" in out.stderr, out.stderr
+    ok = _create_pod(control_plane, "research", _pod("fits", {"nvidia.com/gpu.shared": "1"}))
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_quota_rejects_a_mig_profile_the_tenant_was_not_granted(stack, control_plane):
+    out = _create_pod(control_plane, "research", _pod("mig", {"nvidia.com/mig-1g.10gb": "1"}))
+    assert out.returncode != 0 and "exceeded quota" in out.stderr, out.stderr
+    ok = _create_pod(control_plane, "inference", _pod("mig", {"nvidia.com/mig-3g.40gb": "1"}))
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_a_container_that_asks_for_no_gpu_gets_none_but_gets_cpu_memory_defaults(stack, control_plane):
+    ok = _create_pod(control_plane, "inference", _pod("cpu-only"))
+    assert ok.returncode == 0, ok.stderr
+    pod = control_plane.get_json("pod", "cpu-only", "-n", "inference")
+    resources = pod["spec"]["containers"][0]["resources"]
+    names = set(resources.get("limits", {})) | set(resources.get("requests", {}))
+    assert not [n for n in names if n.startswith("nvidia.com/")], resources
+    assert resources["requests"] == {"cpu": "500m", "memory": "1Gi"}
+    assert resources["limits"] == {"cpu": "2", "memory": "4Gi"}
+
+
+def test_a_tenant_may_not_use_a_higher_tier_priority_class(stack, control_plane):
+    out = _create_pod(control_plane, "research", _pod("vip", priority_class="production"))
+    assert out.returncode != 0 and "exceeded quota" in out.stderr, out.stderr
+    ok = _create_pod(control_plane, "research", _pod("batch", priority_class="batch"))
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_tenant_owner_runs_workloads_but_cannot_change_quotas_or_see_other_tenants(stack, control_plane):
+    who = {"as_user": "rita", "as_groups": ["research-admins"]}
+    ok = _create_pod(control_plane, "research", _pod("by-owner", {"nvidia.com/gpu.shared": "1"}), **who)
+    assert ok.returncode == 0, ok.stderr
+    out = control_plane.kubectl("patch", "resourcequota", "gpu-quota", "-n", "research", "--type=merge",
+                                "-p", '{"spec":{"hard":{"requests.nvidia.com/gpu.shared":"100"}}}', check=False, **who)
+    assert out.returncode != 0 and "forbidden" in out.stderr.lower(), out.stderr
+    out = control_plane.kubectl("delete", "limitrange", "container-defaults", "-n", "research", check=False, **who)
+    assert out.returncode != 0 and "forbidden" in out.stderr.lower(), out.stderr
+    assert control_plane.kubectl("get", "resourcequota", "-n", "research", check=False, **who).returncode == 0
+    for verb in (("get", "pods"), ("create", "configmap", "x")):
+        out = control_plane.kubectl(*verb, "-n", "inference", check=False, **who)
+        assert out.returncode != 0 and "forbidden" in out.stderr.lower(), out.stderr
+
+
+def test_removing_a_tenant_keeps_its_namespace_and_workloads(stack, control_plane):
+    (stack.work / "dev/tenants/research.yaml").unlink()
+    stack.up()
+    ns = control_plane.get_json("namespace", "research")
+    assert ns["status"]["phase"] == "Active"
+    pods = control_plane.get_json("pods", "-n", "research")["items"]
+    assert {p["metadata"]["name"] for p in pods} >= {"fits", "by-owner"}
+    assert control_plane.kubectl("get", "resourcequota", "gpu-quota", "-n", "research", check=False).returncode == 0
+
+
+def test_offboarding_then_removal_deletes_the_namespace(stack, control_plane):
+    stack.edit("dev/tenants/notebooks.yaml", "tier: standard", "tier: standard\noffboarded: true")
+    stack.up()
+    quota = control_plane.get_json("resourcequota", "gpu-quota", "-n", "notebooks")
+    assert set(quota["spec"]["hard"].values()) == {"0"}
+    (stack.work / "dev/tenants/notebooks.yaml").unlink()
+    stack.up()
+    gone = control_plane.kubectl("get", "namespace", "notebooks", "-o", "json", check=False)
+    assert gone.returncode != 0 or json.loads(gone.stdout)["status"]["phase"] == "Terminating"

@@ -224,6 +224,10 @@ def load_yaml_file(path: Path, file_label: str, source: SourceMap, report: Repor
     if node is None:
         report.add(ERROR, start, "", "file is empty; expected a YAML mapping")
         return False, None
+    if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
+        report.add(ERROR, _loc(file_label, node.start_mark), "",
+                   f"the file holds only {node.value or 'null'!r}; expected a YAML mapping")
+        return False, None
     builder = _Builder(file_label, source, report)
     try:
         return True, builder.build(node, base_path)

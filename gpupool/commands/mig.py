@@ -37,10 +37,12 @@ def register(subparsers) -> None:
     suggest = sub.add_parser("suggest", help="per-GPU layouts supplying a demand on the fewest GPUs",
                              description="Suggest per-GPU MIG layouts that supply PROFILE=COUNT instances on "
                                          "as few GPUs as possible, with a spec fragment to paste.")
-    suggest.add_argument("--gpu", required=True, metavar="MODEL")
+    suggest.add_argument("--gpu", metavar="MODEL", help="GPU model (explicit mode, with PROFILE=COUNT demand)")
     suggest.add_argument("--gpus-per-node", type=int, metavar="N",
                          help="GPUs per node: express the fragment as identical nodes with per-GPU indices")
-    suggest.add_argument("demand", nargs="+", metavar="PROFILE=COUNT")
+    suggest.add_argument("--spec", metavar="SPEC", help="spec mode: derive the demand from the tenants' quotas")
+    suggest.add_argument("--pool", metavar="NAME", help="spec mode: the node pool whose MIG layout to suggest")
+    suggest.add_argument("demand", nargs="*", metavar="PROFILE=COUNT")
     suggest.set_defaults(func=cmd_suggest)
 
 
@@ -165,7 +167,13 @@ def cmd_profiles(args: argparse.Namespace) -> int:
 def cmd_suggest(args: argparse.Namespace) -> int:
     from gpupool.mig_suggest import spec_fragment, suggest, suggest_per_node
 
+    if getattr(args, "spec", None) is not None or getattr(args, "pool", None) is not None:
+        from gpupool.commands.mig_spec import run_spec
+
+        return run_spec(args)
     try:
+        if not args.gpu or not args.demand:
+            raise _UsageError("give --gpu MODEL and PROFILE=COUNT..., or --spec SPEC --pool NAME")
         model = _model(args.gpu)
         demand = _parse_pairs(args.demand)
         if args.gpus_per_node is not None and args.gpus_per_node < 1:

@@ -442,7 +442,17 @@ class _Checker:
         limits = {**base.limits, **{k: str(v) for k, v in raw.get("limits", {}).items()}}
         ok = True
         for key in ("cpu", "memory"):
-            if parse_quantity(requests[key]) > parse_quantity(limits[key]):
+            parsed = {}
+            for part, values in (("requests", requests), ("limits", limits)):
+                try:
+                    parsed[part] = parse_quantity(values[key])
+                except ValueError as exc:
+                    self.error(path + ("containerDefaults", part, key), str(exc))
+            if len(parsed) < 2:
+                ok = False
+                continue
+            request, limit = parsed["requests"], parsed["limits"]
+            if request > limit:
                 self.error(path + ("containerDefaults",), f"default {key} request {requests[key]} is above the "
                            f"default {key} limit {limits[key]}; a request must not exceed its limit")
                 ok = False

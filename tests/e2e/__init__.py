@@ -1,0 +1,1 @@
+"""End-to-end tests against a local control plane built by toolchain/build.sh (see toolchain/README.md)."""

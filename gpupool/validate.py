@@ -100,14 +100,16 @@ class _Checker:
         pools = self.pools(cluster)
         tenants = self.tenants(tiers, pools)
         over = self.oversubscription()
-        if cluster is None:
-            return None
-        spec = m.Spec(cluster, tuple(pools.values()), tuple(t for t in tiers.values() if t is not None), tuple(t for t, _ in tenants.values()),
+        spec = m.Spec(cluster or m.Cluster("unknown"), tuple(pools.values()),
+                      tuple(t for t in tiers.values() if t is not None), tuple(t for t, _ in tenants.values()),
                       over, self.loaded.path)
-        if not self.report.errors:
+        # Capacity is judged whenever every pool is known, even with errors elsewhere, so one run reports
+        # all it can; tenants that failed their own checks are left out (that can only hide an overrun).
+        if self.pools_complete and self.usable(("oversubscription",)):
             self.capacity(spec, tenants)
+        if not self.report.errors:
             self.idle_pools(spec)
-        return spec
+        return spec if cluster is not None else None
 
     # -- cluster -----------------------------------------------------------------------------
     def cluster(self) -> m.Cluster | None:

@@ -25,7 +25,7 @@ def run(args) -> int:
             print(d.render(), file=sys.stderr)
         errors = sum(d.is_error for d in diagnostics)
         warnings = len(diagnostics) - errors
-        bad = errors or (args.strict and warnings)
+        bad = errors or result.spec is None or (args.strict and warnings)
         failed = failed or bool(bad)
         if not args.quiet:
             if result.spec is not None and not bad:

@@ -221,6 +221,35 @@ def test_d_limitrange_cpu_memory_only_injects_no_gpu(control_plane, namespace):
     assert res["requests"] == {"cpu": "500m", "memory": "1Gi", GPU: "1"}
 
 
+def test_d_limitrange_gpu_min_and_pod_max_break_non_gpu_pods(control_plane, namespace):
+    """More §5.4 pitfalls: ``min`` alone becomes defaultRequest (no default limit) so every non-GPU pod
+    turns invalid; a ``type: Pod`` max is not defaulted but rejects every pod without a GPU limit;
+    default != defaultRequest is invalid for GPUs."""
+    cp = control_plane
+    st, obj = cp.api("POST", f"/api/v1/namespaces/{namespace}/limitranges",
+                     {"metadata": {"name": "bad"}, "spec": {"limits": [
+                         {"type": "Container", "default": {GPU: "2"}, "defaultRequest": {GPU: "1"}}]}})
+    assert st == 422 and "must equal to defaultRequest" in message(obj), obj
+
+    lr = _limitrange(cp, namespace, "gpu-min", {"type": "Container", "min": {GPU: "1"}})
+    item = lr["spec"]["limits"][0]
+    assert item["defaultRequest"] == {GPU: "1"} and "default" not in item, item
+    st, obj = create_pod(cp, namespace, pod("no-gpu"))
+    assert st == 422 and "Limit must be set for non overcommitable resources" in message(obj), obj
+    st, obj = create_pod(cp, namespace, pod("gpu", limits={GPU: 1}))
+    assert st == 201, obj
+    cp.api("DELETE", f"/api/v1/namespaces/{namespace}/limitranges/gpu-min")
+
+    lr = _limitrange(cp, namespace, "gpu-pod-max", {"type": "Pod", "max": {GPU: "2"}})
+    assert lr["spec"]["limits"][0] == {"type": "Pod", "max": {GPU: "2"}}
+    st, obj = create_pod(cp, namespace, pod("no-gpu-2"))
+    assert st == 403 and "No limit is specified" in message(obj), obj
+    st, obj = create_pod(cp, namespace, pod("three", limits={GPU: 1}, containers=3))
+    assert st == 403 and "but limit is 3" in message(obj), obj
+    st, obj = create_pod(cp, namespace, pod("two", limits={GPU: 1}, containers=2))
+    assert st == 201, obj
+
+
 # ---------------------------------------------------------------------------------------------- (e)
 def test_e_priorityclass_scoped_gpu_quota(control_plane, namespace):
     cp = control_plane
@@ -250,6 +279,21 @@ def test_e_priorityclass_scoped_gpu_quota(control_plane, namespace):
     finally:
         for name in (high, low):
             cp.api("DELETE", f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
+
+
+def test_e_gpu_keys_are_accepted_under_every_scope(control_plane, namespace):
+    """§5.3: "unsupported scope applied to resource" is only raised for standard names (e.g. requests.cpu
+    under BestEffort); requests.nvidia.com/gpu is accepted under every scope (checked with dryRun)."""
+    cp = control_plane
+    for scope in ("BestEffort", "NotBestEffort", "Terminating", "NotTerminating"):
+        for key, ok in (("requests.nvidia.com/gpu", True), ("requests.cpu", scope != "BestEffort"), ("pods", True)):
+            st, obj = cp.api("POST", f"/api/v1/namespaces/{namespace}/resourcequotas",
+                             {"metadata": {"name": "scoped"}, "spec": {"hard": {key: "1"}, "scopes": [scope]}},
+                             params={"dryRun": "All"})
+            if ok:
+                assert st == 201, (scope, key, obj)
+            else:
+                assert st == 422 and "unsupported scope applied to resource" in message(obj), (scope, key, obj)
 
 
 # ---------------------------------------------------------------------------------------------- (f)

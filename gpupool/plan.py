@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from fractions import Fraction
 
 from gpupool import model as m
@@ -145,16 +146,29 @@ class TenantLine:
     cost_center: str | None
     offboarded: bool
     grants: dict[str, int]  # what the quota grants (empty when offboarded: its quota is 0)
-    allocations: tuple[Allocation, ...]
     cost: Cost
     share: Fraction  # GPU-equivalents / the cluster's physical GPUs
+    by_resource: dict[str, Fraction] = field(default_factory=dict)  # GPU-equivalents per granted resource
+    _supplies: dict[str, tuple[Supply, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def gpu_equivalents(self) -> Fraction:
         return self.cost.gpu_equivalents
 
     def resource_gpu_equivalents(self, resource: str) -> Fraction:
-        return sum((a.gpu_equivalents for a in self.allocations if a.resource == resource), Fraction(0))
+        return self.by_resource.get(resource, Fraction(0))
+
+    @cached_property
+    def allocations(self) -> tuple[Allocation, ...]:
+        """The grant split over the supplying pools (line items); computed on first use."""
+        out = []
+        for r, n in self.grants.items():
+            sups = self._supplies.get(r, ())
+            total = sum(s.capacity for s in sups)
+            for s in sups:
+                units = Fraction(n * s.capacity, total) if total else Fraction(0)
+                out.append(Allocation(self.name, r, s.pool, units, units * s.gpu_per_unit, s.price))
+        return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -270,20 +284,31 @@ def compute(spec: m.Spec) -> CapacityPlan:
     def share(x: Fraction) -> Fraction:
         return x / total_gpus if total_gpus else Fraction(0)
 
+    # Per resource, one unit's GPU-equivalents, priced GPU-equivalents and cost, averaged over the supplying
+    # pools by capacity: a tenant's numbers are then one multiplication per granted resource.
+    per_unit: dict[str, tuple[Fraction, Fraction, Fraction]] = {}
+    for r, sups in by_resource.items():
+        c = capacity[r]
+        eq = sum((s.capacity * s.gpu_per_unit for s in sups), Fraction(0))
+        priced = sum((s.capacity * s.gpu_per_unit for s in sups if s.price is not None), Fraction(0))
+        cost = sum((s.capacity * s.gpu_per_unit * s.price for s in sups if s.price is not None), Fraction(0))
+        per_unit[r] = (eq / c, priced / c, cost / c) if c else (Fraction(0),) * 3
+    supplies_of = {r: tuple(sups) for r, sups in by_resource.items()}
     tenants = []
+    zero = (Fraction(0),) * 3
     for t in spec.tenants:
         grants = {} if t.offboarded else {r: n for r, n in sorted(t.gpus.items())}
-        allocations = []
-        cost = Cost()
+        eq_by_r = {}
+        eq = priced = per_hour = Fraction(0)
         for r, n in grants.items():
-            for s in by_resource.get(r, []):
-                units = Fraction(n * s.capacity, capacity[r]) if capacity[r] else Fraction(0)
-                eq = units * s.gpu_per_unit
-                a = Allocation(t.name, r, s.pool, units, eq, s.price)
-                allocations.append(a)
-                cost = cost + Cost(eq, eq if s.price is not None else Fraction(0), a.cost_per_hour or Fraction(0))
-        tenants.append(TenantLine(t.name, t.tier, t.cost_center, t.offboarded, grants, tuple(allocations), cost,
-                                  share(cost.gpu_equivalents)))
+            ue, up, uc = per_unit.get(r, zero)
+            eq_by_r[r] = n * ue
+            eq += n * ue
+            priced += n * up
+            per_hour += n * uc
+        cost = Cost(eq, priced, per_hour)
+        tenants.append(TenantLine(t.name, t.tier, t.cost_center, t.offboarded, grants, cost, share(eq), eq_by_r,
+                                  {r: supplies_of.get(r, ()) for r in grants}))
 
     centers: dict[str, list[TenantLine]] = {}
     for t in tenants:

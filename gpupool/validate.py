@@ -29,7 +29,8 @@ MANAGED_VALUES = (("mig", "strategy"), ("migManager", "config"), ("devicePlugin"
 class Result:
     loaded: LoadedSpec
     report: Report
-    spec: m.Spec | None
+    spec: m.Spec | None  # only when there are no errors: nothing is applied from an invalid spec
+    partial: m.Spec | None = None  # the model of whatever did validate (for diffs of invalid specs)
 
     @property
     def ok(self) -> bool:
@@ -58,7 +59,7 @@ def validate_loaded(loaded: LoadedSpec) -> Result:
     bad = schema.check(loaded, report)
     checker = _Checker(loaded, report, bad)
     spec = checker.run()
-    return Result(loaded, report, spec if not report.errors else None)
+    return Result(loaded, report, spec if not report.errors else None, partial=spec)
 
 
 def _has_bad(bad: set[tuple], prefix: tuple) -> bool:

@@ -55,24 +55,6 @@ class Side:
         return sum(d.is_error for d in self.diagnostics)
 
 
-def _best_effort(loaded):
-    """The model of whatever validated in an invalid spec, so the diff can still say something.
-
-    Uses the validator's checker on a throwaway report; returns None when even that is impossible."""
-    try:
-        from gpupool import schema
-        from gpupool.diagnostics import Report
-        from gpupool.validate import _Checker
-
-        if loaded.data is None:
-            return None
-        report = Report()
-        bad = schema.check(loaded, report)
-        return _Checker(loaded, report, bad).run()
-    except Exception:  # noqa: BLE001 - best effort only; the diagnostics already say what is wrong
-        return None
-
-
 def load_side(name: str, path: Path | None, label: str, *, cwd: Path | None = None, prefix: str = "") -> Side:
     from gpupool.validate import validate_file
 
@@ -83,7 +65,7 @@ def load_side(name: str, path: Path | None, label: str, *, cwd: Path | None = No
     if result.spec is not None:
         side.valid, side.spec = True, result.spec
     else:
-        side.spec = _best_effort(result.loaded)
+        side.spec = result.partial
         side.partial = side.spec is not None
     return side
 

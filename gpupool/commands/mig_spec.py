@@ -79,7 +79,7 @@ def _current_nodes_needed(d: DerivedDemand) -> int:
 def run_spec(args: argparse.Namespace) -> int:
     from gpupool.commands import mig as migcmd
     from gpupool.diff import layout_text
-    from gpupool.validate import validate_file
+    from gpupool.commands.common import valid_spec_or_report
 
     try:
         if not args.spec or not args.pool:
@@ -90,13 +90,10 @@ def run_spec(args: argparse.Namespace) -> int:
 
         if not Path(args.spec).is_file():
             raise SpecModeError(f"{args.spec}: no such file")
-        result = validate_file(args.spec)
-        if result.spec is None:
-            for d in result.report.sorted():
-                print(d.render(), file=sys.stderr)
-            print(f"{args.spec}: invalid; fix it before deriving a MIG demand from it", file=sys.stderr)
+        spec = valid_spec_or_report(args.spec, "invalid; fix it before deriving a MIG demand from it")
+        if spec is None:
             return 1
-        derived = derive_demand(result.spec, args.pool)
+        derived = derive_demand(spec, args.pool)
     except SpecModeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -31,18 +31,15 @@ def run(args) -> int:
     from pathlib import Path
 
     from gpupool import plan as planmod
-    from gpupool.validate import validate_file
+    from gpupool.commands.common import valid_spec_or_report
 
     if not Path(args.spec).is_file():
         print(f"error: {args.spec}: no such file", file=sys.stderr)
         return 2
-    result = validate_file(args.spec)
-    for d in result.report.sorted():
-        print(d.render(), file=sys.stderr)
-    if result.spec is None:
-        print(f"{args.spec}: invalid, no plan", file=sys.stderr)
+    spec = valid_spec_or_report(args.spec, "invalid, no plan")
+    if spec is None:
         return 1
-    plan = planmod.compute(result.spec)
+    plan = planmod.compute(spec)
     print(FORMATTERS[args.format](plan), end="")
     return 0 if plan.ok else 1
 

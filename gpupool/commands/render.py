@@ -16,15 +16,12 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from gpupool import manifests, render
-    from gpupool.validate import validate_file
+    from gpupool.commands.common import valid_spec_or_report
 
-    result = validate_file(args.spec)
-    for d in result.report.sorted():
-        print(d.render(), file=sys.stderr)
-    if result.spec is None:
-        print(f"{args.spec}: invalid, nothing rendered", file=sys.stderr)
+    spec = valid_spec_or_report(args.spec, "invalid, nothing rendered")
+    if spec is None:
         return 1
-    plan = manifests.build(result.spec)
+    plan = manifests.build(spec)
     written = render.write(plan, Path(args.output))
     print(f"wrote {len(written)} objects to {args.output}")
     return 0

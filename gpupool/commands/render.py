@@ -1,7 +1,6 @@
 """`gpupool render SPEC -o DIR`: the stack's Kubernetes objects as YAML, no engine, no cluster."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 

@@ -45,20 +45,34 @@ def toolchain_bin_dir() -> Path | None:
     return Path(lines[-1]) if p.returncode == 0 and lines else None
 
 
-@pytest.fixture(scope="session")
-def toolchain_bin() -> Path:
-    """The toolchain bin dir (pulumi, pulumi-resource-kubernetes, etcd, kube-apiserver, kube-controller-manager)."""
+PULUMI_BINARIES = ("pulumi", "pulumi-resource-kubernetes")
+
+
+def _checked_bin_dir(required) -> Path:
     bin_dir = toolchain_bin_dir()
     if bin_dir is None:
         _unavailable("cannot determine the toolchain bin dir")
-    missing = [b for b in BINARIES if not os.access(bin_dir / b, os.X_OK)]
+    missing = [b for b in required if not os.access(bin_dir / b, os.X_OK)]
     if missing:
         _unavailable(f"missing {', '.join(missing)} in {bin_dir}")
     return bin_dir
 
 
 @pytest.fixture(scope="session")
-def control_plane(toolchain_bin):
+def toolchain_bin() -> Path:
+    """The full toolchain bin dir: pulumi (at ``<dir>/../bin/pulumi``, so ``PulumiCommand(root=dir.parent)``
+    works), pulumi-resource-kubernetes, etcd, kube-apiserver, kube-controller-manager."""
+    return _checked_bin_dir(PULUMI_BINARIES + BINARIES)
+
+
+@pytest.fixture(scope="session")
+def control_plane_bin() -> Path:
+    """The toolchain bin dir, checked only for the control-plane binaries."""
+    return _checked_bin_dir(BINARIES)
+
+
+@pytest.fixture(scope="session")
+def control_plane(control_plane_bin):
     """A running local control plane: ``.kubeconfig``, ``.bin_dir``, ``.kubectl(*args, as_user=, as_groups=)``,
     ``.as_user(user, groups)``, ``.user_kubeconfig(user, groups)``, ``.api(method, path, body)``,
     ``.create_gpu_node(name, resources, labels)``."""
@@ -68,7 +82,7 @@ def control_plane(toolchain_bin):
     if not shutil.which("openssl"):
         _unavailable("openssl CLI not found")
     keep = os.environ.get("GPUPOOL_E2E_KEEP", "") not in ("", "0")
-    cp = ControlPlane(toolchain_bin, kubectl=kubectl, keep_workdir=keep)
+    cp = ControlPlane(control_plane_bin, kubectl=kubectl, keep_workdir=keep)
     try:
         cp.start()
     except ControlPlaneError as e:

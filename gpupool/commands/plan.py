@@ -108,8 +108,9 @@ def sections(plan) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...
     rows = []
     for p in plan.pools:
         for s in p.supplies:
-            rows.append([p.name, s.resource, s.formula, str(s.capacity), units(s.granted), eq(s.gpu_equivalents)])
-    out.append(("Capacity by pool (grants of a resource several pools supply are split by capacity)",
+            rows.append([p.name, s.resource, s.formula, str(s.capacity), units(s.granted),
+                         eq(s.granted_gpu_equivalents)])
+    out.append(("Capacity by pool (GPU-EQ = grants in GPUs; a resource from several pools is split by capacity)",
                 ["POOL", "RESOURCE", "SUPPLY", "CAPACITY", "GRANTED", "GPU-EQ"], rows, (3, 4, 5)))
     out.append(("Headroom by resource (under the oversubscription policy)",
                 ["RESOURCE", "CAPACITY", "MAX", "ALLOWED", "GRANTED", "HEADROOM", "RATIO"],

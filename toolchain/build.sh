@@ -37,6 +37,11 @@ WANT=("$@"); [ ${#WANT[@]} -gt 0 ] || WANT=("${ALL[@]}")
 command -v go >/dev/null || { echo "build.sh: 'go' not found on PATH" >&2; exit 2; }
 export GOTOOLCHAIN=local GOWORK=off CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false -p=${GOFLAGS_P:-2}"
 mkdir -p "$BIN_DIR" "$COMP_DIR" "$SRC_DIR" "$LOG_DIR"
+# one build at a time per cache dir (parallel CI jobs / sessions share it)
+if command -v flock >/dev/null; then
+  exec 9>"$ROOT/.build.lock"
+  flock -w 3600 9 || { echo "build.sh: timed out waiting for $ROOT/.build.lock" >&2; exit 3; }
+fi
 
 log() { echo "[toolchain] $*" >&2; }
 now() { date +%s; }

@@ -125,12 +125,19 @@ class ControlPlane:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def start(self) -> "ControlPlane":
-        try:
-            self._start()
-        except BaseException:
-            self.stop()
-            raise
+    def start(self, attempts: int = 3) -> "ControlPlane":
+        """Start etcd, kube-apiserver, kube-controller-manager; retried if a picked port got taken."""
+        for attempt in range(1, attempts + 1):
+            try:
+                self._start()
+                return self
+            except ControlPlaneError as e:
+                self.stop()
+                if attempt == attempts or "address already in use" not in str(e):
+                    raise
+            except BaseException:
+                self.stop()
+                raise
         return self
 
     def _start(self) -> None:
@@ -214,22 +221,20 @@ class ControlPlane:
                    lambda: self._http_ok(f"https://127.0.0.1:{kcm_port}/healthz", verify=False), deadline)
 
     def stop(self) -> None:
-        """Kill every process group we started (TERM, then KILL after 10 s) and remove the workdir."""
+        """Stop in reverse start order (kcm, apiserver, etcd: the apiserver shuts down fast only while etcd
+        is still up), each process group with TERM then KILL after 10 s; remove the workdir."""
         for name, proc in reversed(list(self._procs.items())):
-            if proc.poll() is None:
+            for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+                if proc.poll() is not None:
+                    break
                 try:
-                    os.killpg(proc.pid, signal.SIGTERM)
+                    os.killpg(proc.pid, sig)
                 except ProcessLookupError:
                     pass
-        for name, proc in reversed(list(self._procs.items())):
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
                 try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait(timeout=10)
+                    proc.wait(timeout=wait)
+                except subprocess.TimeoutExpired:
+                    continue
         self._procs.clear()
         for f in self._logs.values():
             f.close()

@@ -81,6 +81,10 @@ class E2EStack:
         self.stack.preview(on_event=on_event, on_output=lambda _: None, color="never")
         return ops
 
+    def preview_diff_text(self) -> str:
+        """What a reviewer reads: the output of `pulumi preview --diff`."""
+        return self.stack.preview(diff=True, color="never", on_output=lambda _: None).stdout
+
     def edit(self, relative: str, old: str, new: str) -> None:
         path = self.work / relative
         text = path.read_text()

@@ -83,6 +83,10 @@ def test_time_slicing_edit_updates_the_config_map_in_place_and_rolls_the_device_
     assert changed.get("device-plugin-config") == "update", changed  # not "replace"
     assert "mig-config" not in changed
     assert not any(op in ("replace", "create-replacement", "delete-replaced") for op in changed.values()), changed
+    text = stack.preview_diff_text()
+    assert "+-" not in text.split("Resources:")[0], text  # no replacement anywhere in the step list
+    # The embedded config is diffed as YAML, field by field: what a reviewer needs to read.
+    assert "~ l4-shared: (yaml)" in text and "replicas: 4 => 6" in text, text
     uid = control_plane.get_json("configmap", "gpupool-device-plugin-config", "-n", "gpu-operator")["metadata"]["uid"]
     before = control_plane.get_json("daemonset", "nvidia-device-plugin-daemonset", "-n", "gpu-operator")
     mig_before = control_plane.get_json("daemonset", "nvidia-mig-manager", "-n", "gpu-operator")

@@ -205,7 +205,8 @@ def layout_text(pool: m.NodePool | None) -> str:
         if len(g.gpus) == pool.gpus_per_node:
             parts.append(body)
         else:
-            parts.append(f"GPUs {manifests._ranges(g.gpus).replace('+', ',')}: {body}")
+            word = "GPU" if len(g.gpus) == 1 else "GPUs"
+            parts.append(f"{word} {manifests.gpu_ranges(g.gpus).replace('+', ',')}: {body}")
     return "; ".join(parts)
 
 

@@ -104,7 +104,7 @@ def mig_config_name(pool: m.NodePool) -> str:
     if len(groups) == 1 and len(groups[0].gpus) == pool.gpus_per_node:
         body = groups[0].preset or _layout_text(dict(groups[0].layout))
     else:
-        body = ".".join(f"{_ranges(g.gpus)}_{g.preset or _layout_text(dict(g.layout))}" for g in groups)
+        body = ".".join(f"{gpu_ranges(g.gpus)}_{g.preset or _layout_text(dict(g.layout))}" for g in groups)
     name = re.sub(r"[^A-Za-z0-9._-]", "-", f"{model}-{body}")
     if len(name) > 63:
         digest = content_hash(dump_yaml(_mig_entries(pool)))[:8]
@@ -112,7 +112,8 @@ def mig_config_name(pool: m.NodePool) -> str:
     return name
 
 
-def _ranges(indices: Iterable[int]) -> str:
+def gpu_ranges(indices: Iterable[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2+5": compact, and valid inside a label value."""
     items = sorted(indices)
     out, start, prev = [], None, None
     for i in items:

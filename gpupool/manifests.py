@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -206,22 +207,44 @@ def deep_merge(base: dict, extra: dict) -> dict:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _chart_operand_env() -> dict[str, list[dict[str, str]]]:
+    from importlib import resources
+
+    text = resources.files("gpupool").joinpath("catalog/gpu-operator.yaml").read_text()
+    return yaml.safe_load(text)["operand_env"]
+
+
+def _operand_env(base: list[dict[str, str]], extra: dict[str, str]) -> list[dict[str, str]]:
+    """base with extra's variables set (replacing same-named entries, appended otherwise)."""
+    out = [dict(e) for e in base if e.get("name") not in extra]
+    return out + [{"name": k, "value": v} for k, v in extra.items()]
+
+
 def operator_values(spec: m.Spec, mig_hash: str, plugin_hash: str) -> dict[str, Any]:
     op = spec.cluster.operator
-    mig_env = [{"name": HASH_ENV_MIG, "value": mig_hash}]
-    if op.mig_reboot:
-        mig_env.insert(0, {"name": "WITH_REBOOT", "value": "true"})
-    plugin_env = [{"name": HASH_ENV_PLUGIN, "value": plugin_hash}]
+    user = copy.deepcopy(dict(op.values))
+    # Helm replaces lists: each operand's env starts from the chart's defaults (or the spec's own list)
+    # and gets gpupool's variables added, so neither side silently loses entries.
+    ours = {"devicePlugin": {HASH_ENV_PLUGIN: plugin_hash},
+            "gfd": {HASH_ENV_PLUGIN: plugin_hash},  # GFD reads the same config (sharing labels)
+            "migManager": {HASH_ENV_MIG: mig_hash, **({"WITH_REBOOT": "true"} if op.mig_reboot else {})}}
+    env = {}
+    for operand, extra in ours.items():
+        section = user.get(operand) if isinstance(user.get(operand), dict) else {}
+        base = section.pop("env", None)
+        env[operand] = _operand_env(base if isinstance(base, list) else _chart_operand_env()[operand], extra)
     values = {
         "mig": {"strategy": spec.cluster.mig_strategy},
         "driver": {"enabled": op.driver},
         "toolkit": {"enabled": op.toolkit},
         "dcgmExporter": {"enabled": op.dcgm_exporter},
-        "migManager": {"config": {"name": MIG_CONFIGMAP, "default": MIG_DISABLED}, "env": mig_env},
-        "devicePlugin": {"config": {"name": PLUGIN_CONFIGMAP, "default": EXCLUSIVE_KEY}, "env": plugin_env},
-        "gfd": {"env": list(plugin_env)},  # GFD reads the same config (sharing labels)
+        "migManager": {"config": {"name": MIG_CONFIGMAP, "default": MIG_DISABLED}, "env": env["migManager"]},
+        "devicePlugin": {"config": {"name": PLUGIN_CONFIGMAP, "default": EXCLUSIVE_KEY},
+                         "env": env["devicePlugin"]},
+        "gfd": {"env": env["gfd"]},
     }
-    return deep_merge(values, dict(op.values))
+    return deep_merge(values, user)
 
 
 def chart_spec(spec: m.Spec, values: dict[str, Any]) -> dict[str, Any]:

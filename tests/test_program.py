@@ -199,3 +199,30 @@ def test_sharing_edit_changes_config_and_restarts_readers_through_the_operator(t
     assert env(before)["gfd"]["env"] != env(after)["gfd"]["env"]
     assert env(before)["migManager"]["env"] == env(after)["migManager"]["env"]  # MIG untouched: no MIG restart
 
+
+
+def test_operand_env_keeps_the_chart_defaults_and_adds_the_config_hash():
+    """Helm replaces lists: setting devicePlugin.env must not drop the chart's own entries."""
+    mocks, _ = _run("dev")
+    values = next(a for a in mocks.created if a.typ == "kubernetes:helm.sh/v4:Chart").inputs["values"]
+    names = lambda operand: [e["name"] for e in values[operand]["env"]]  # noqa: E731
+    assert names("devicePlugin")[:2] == ["PASS_DEVICE_SPECS", "FAIL_ON_INIT_ERROR"]
+    assert names("devicePlugin")[-1] == manifests.HASH_ENV_PLUGIN
+    assert names("gfd") == ["GFD_SLEEP_INTERVAL", "GFD_FAIL_ON_INIT_ERROR", manifests.HASH_ENV_PLUGIN]
+    assert names("migManager") == ["WITH_REBOOT", manifests.HASH_ENV_MIG]
+    assert {e["name"]: e["value"] for e in values["migManager"]["env"]}["WITH_REBOOT"] == "false"
+
+
+def test_a_spec_env_list_replaces_the_defaults_and_still_gets_the_hash(tmp_path):
+    spec_text = (ROOT / "stacks/dev/spec.yaml").read_text().replace(
+        "    namespace: gpu-operator\n",
+        "    namespace: gpu-operator\n    migRebootOnReconfigure: true\n    values:\n      devicePlugin:\n"
+        "        env: [{name: DEVICE_LIST_STRATEGY, value: volume-mounts}]\n", 1)
+    spec_path = _spec_text_with(tmp_path, "", "")
+    spec_path.write_text(spec_text)
+    values = manifests.build(load_valid_spec(spec_path)).objects
+    chart = next(o for o in values if o.kind == "HelmChart").manifest["spec"]["values"]
+    assert chart["devicePlugin"]["env"][0] == {"name": "DEVICE_LIST_STRATEGY", "value": "volume-mounts"}
+    assert [e["name"] for e in chart["devicePlugin"]["env"]] == ["DEVICE_LIST_STRATEGY", manifests.HASH_ENV_PLUGIN]
+    assert {e["name"]: e["value"] for e in chart["migManager"]["env"]}["WITH_REBOOT"] == "true"
+    assert len([e for e in chart["migManager"]["env"] if e["name"] == "WITH_REBOOT"]) == 1

@@ -4,6 +4,7 @@ Defaults live here (one place), so every later layer (checks, manifests, plan) s
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Mapping
@@ -197,6 +198,15 @@ class Oversubscription:
 
     def ratio_for(self, resource: str) -> float:
         return self.per_resource.get(resource, self.max_ratio)
+
+    def exact_ratio_for(self, resource: str) -> Fraction:
+        """The ratio as written (0.7 is 7/10, not a float just below it)."""
+        return Fraction(str(self.ratio_for(resource)))
+
+    def allowed(self, resource: str, capacity: int) -> int:
+        """Units of a resource tenants may be granted in total. Exact arithmetic: 10 x 0.7 allows 7, and a
+        huge ratio does not overflow a float. The validator and the plan both judge by this."""
+        return math.floor(capacity * self.exact_ratio_for(resource))
 
 
 @dataclass(frozen=True)

@@ -278,7 +278,7 @@ def compute(spec: m.Spec) -> CapacityPlan:
     resources = []
     for r in sorted(set(capacity) | set(granted)):
         resources.append(ResourceLine(r, capacity.get(r, 0), granted.get(r, 0),
-                                      Fraction(str(spec.oversubscription.ratio_for(r))),
+                                      spec.oversubscription.exact_ratio_for(r),
                                       tuple(s.pool for s in by_resource.get(r, []))))
 
     def share(x: Fraction) -> Fraction:

@@ -6,10 +6,8 @@ from an invalid spec.
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -490,8 +488,7 @@ class _Checker:
         for resource, granted in spec.granted().items():
             supply = capacity.get(resource, 0)
             ratio = spec.oversubscription.ratio_for(resource)
-            # Exact arithmetic: 10 x 0.7 must allow 7, and a huge ratio must not overflow a float.
-            allowed = math.floor(supply * Fraction(str(ratio)))
+            allowed = spec.oversubscription.allowed(resource, supply)
             if granted <= allowed:
                 continue
             holders = sorted(((t.gpus[resource], t.name) for t in spec.active_tenants if t.gpus.get(resource)),

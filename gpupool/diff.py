@@ -210,11 +210,27 @@ def layout_text(pool: m.NodePool | None) -> str:
     return "; ".join(parts)
 
 
-def mig_changes(base: m.Spec | None, head: m.Spec | None) -> list[MigChange]:
+def _mig_by_pool(built: manifests.Plan | None) -> dict[str, str]:
+    """pool -> mig-parted config name (MIG-capable pools only), as manifests.build derived it."""
+    if built is None:
+        return {}
+    return {pool: c["migConfig"] for pool, c in built.pool_configs.items() if c["migConfig"]}
+
+
+def _plugin_by_pool(built: manifests.Plan | None) -> tuple[dict[str, str], dict[str, str]]:
+    """(device-plugin ConfigMap data, pool -> key), as manifests.build derived them."""
+    if built is None:
+        return {}, {}
+    data = next(o for o in built.objects if o.name == "device-plugin-config").manifest["data"]
+    return data, {pool: c["devicePluginConfig"] for pool, c in built.pool_configs.items()}
+
+
+def mig_changes(base: m.Spec | None, head: m.Spec | None, built_b: manifests.Plan | None,
+                built_a: manifests.Plan | None) -> list[MigChange]:
     if head is None:
         return []
-    _, cfg_a = manifests.mig_config(head)
-    cfg_b = manifests.mig_config(base)[1] if base else {}
+    cfg_a = _mig_by_pool(built_a)
+    cfg_b = _mig_by_pool(built_b)
     pools_b = {p.name: p for p in (base.pools if base else ())}
     # What each named node was configured as before, whichever pool it was in.
     node_cfg_b: dict[str, str | None] = {}
@@ -265,9 +281,10 @@ def _plugin_summary(text: str | None) -> tuple[str | None, int | None]:
     return "exclusive", 1
 
 
-def plugin_changes(base: m.Spec | None, head: m.Spec | None) -> tuple[list[PluginChange], list[tuple]]:
-    data_b, by_pool_b = manifests.device_plugin_config(base) if base else ({}, {})
-    data_a, by_pool_a = manifests.device_plugin_config(head) if head else ({}, {})
+def plugin_changes(built_b: manifests.Plan | None,
+                   built_a: manifests.Plan | None) -> tuple[list[PluginChange], list[tuple]]:
+    data_b, by_pool_b = _plugin_by_pool(built_b)
+    data_a, by_pool_a = _plugin_by_pool(built_a)
     out = []
     for key in sorted(set(data_b) | set(data_a)):
         tb, ta = data_b.get(key), data_a.get(key)
@@ -312,12 +329,7 @@ def _object_name(manifest: dict) -> str:
     return f"{meta['namespace']}/{meta.get('name', '')}" if meta.get("namespace") else meta.get("name", "")
 
 
-def object_changes(base: m.Spec | None, head: m.Spec | None, *, base_objects: list | None = None,
-                   head_objects: list | None = None) -> list[ObjectChange]:
-    if base_objects is None:
-        base_objects = manifests.build(base).objects if base else []
-    if head_objects is None:
-        head_objects = manifests.build(head).objects if head else []
+def object_changes(base_objects: list, head_objects: list) -> list[ObjectChange]:
     objs_b = {render.file_name(o): o for o in base_objects}
     objs_a = {render.file_name(o): o for o in head_objects}
     # A rendered file is its header (component, patch, retain flags) plus the dumped manifest, and the dump is
@@ -344,9 +356,12 @@ def object_changes(base: m.Spec | None, head: m.Spec | None, *, base_objects: li
 def compute(base: m.Spec | None, head: m.Spec | None) -> SpecDiff:
     base_plan = planmod.compute(base) if base else None
     head_plan = planmod.compute(head) if head else None
-    plugin, moved = plugin_changes(base, head)
-    base_objects = manifests.build(base).objects if base else []
-    head_objects = manifests.build(head).objects if head else []
+    # Built once per side: configs, pool labels and objects all come from the same build.
+    built_b = manifests.build(base) if base else None
+    built_a = manifests.build(head) if head else None
+    plugin, moved = plugin_changes(built_b, built_a)
+    base_objects = built_b.objects if built_b else []
+    head_objects = built_a.objects if built_a else []
     tenants = []
     for t in tenant_changes(base, head):
         if t.kind == "removed":
@@ -357,9 +372,9 @@ def compute(base: m.Spec | None, head: m.Spec | None) -> SpecDiff:
     return SpecDiff(
         tenants=tenants,
         headroom=headroom_changes(base_plan, head_plan),
-        mig=mig_changes(base, head),
+        mig=mig_changes(base, head, built_b, built_a),
         plugin=plugin,
         pool_plugin_keys=moved,
-        objects=object_changes(base, head, base_objects=base_objects, head_objects=head_objects),
+        objects=object_changes(base_objects, head_objects),
         head_ok=head_plan.ok if head_plan else False,
     )

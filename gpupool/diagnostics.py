@@ -13,17 +13,12 @@ from typing import Iterable, Sequence
 ERROR = "error"
 WARNING = "warning"
 
-PathPart = "str | int"
-
 
 @dataclass(frozen=True)
 class Location:
     file: str
     line: int  # 1-based
     column: int  # 1-based
-
-
-UNKNOWN_LOCATION = Location("<unknown>", 0, 0)
 
 
 @dataclass(frozen=True)

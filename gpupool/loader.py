@@ -44,7 +44,6 @@ class SourceMap:
 
     values: dict[Path_, Location] = field(default_factory=dict)
     keys: dict[Path_, Location] = field(default_factory=dict)
-    files: dict[Path_, str] = field(default_factory=dict)  # list items spliced in from other files
 
     def value(self, path: Path_) -> Location:
         """Location of the value at path, or of its nearest located ancestor."""
@@ -314,4 +313,3 @@ def _include_tenants(data: dict, spec_path: Path, cwd: Path, source: SourceMap, 
             ok, tenant = load_yaml_file(path, _display_name(path, cwd), source, report, base_path=("tenants", index))
             if ok:
                 tenants.append(tenant)
-                source.files[("tenants", index)] = _display_name(path, cwd)

@@ -5,8 +5,6 @@ from pathlib import Path
 
 from gpupool.manifests import Plan, dump_yaml
 
-KIND_ORDER = ("Namespace", "ConfigMap", "HelmChart", "Node", "PriorityClass", "ClusterRole")
-
 
 def file_name(obj) -> str:
     """`<pulumi name>.yaml`: the Pulumi name is unique per stack and never changes for an object."""

@@ -2,19 +2,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import pulumi
-
-
-@dataclass
-class Registered:
-    typ: str
-    name: str
-    inputs: dict
-    custom: bool
-    parent_urn: str | None
-    urn: str
 
 
 class CollectingMocks(pulumi.runtime.Mocks):

@@ -1,4 +1,4 @@
-"""Time `gpupool.mig_suggest.suggest` on ~1,000 GPUs' worth of random MIG demand (H100-80GB).
+"""Time `gpupool.gpu.suggest.suggest` on ~1,000 GPUs' worth of random MIG demand (H100-80GB).
 
 Run: PYTHONPATH=. python bench/bench_mig_suggest.py [--gpus 1000] [--runs 20] [--seed 1]
 Prints the cold time (first call builds the model's maximal layouts), the warm median/max, and the
@@ -34,8 +34,8 @@ def main() -> None:
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    from gpupool.mig import catalog
-    from gpupool import mig_suggest
+    from gpupool.gpu.mig import catalog
+    from gpupool.gpu import suggest as mig_suggest
     model = catalog().models["H100-80GB"]
     t_import = time.perf_counter() - t0
 

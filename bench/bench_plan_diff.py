@@ -9,7 +9,7 @@ machine speed cancels out:
 - plan (end to end): validate_file + plan.compute + the table formatter (what `gpupool plan` does);
 - plan (compute only): plan.compute on the already-validated model;
 - diff (end to end): validate both specs + diff.compute (incl. manifests.build and render of both) + text format;
-- mig suggest: gpupool.mig_suggest.suggest on 1,000 H100 GPUs' worth of random MIG demand.
+- mig suggest: gpupool.gpu.suggest.suggest on 1,000 H100 GPUs' worth of random MIG demand.
 """
 from __future__ import annotations
 
@@ -60,11 +60,13 @@ def main() -> int:
     ap.add_argument("--gpus", type=int, default=1000, help="GPUs' worth of MIG demand for mig suggest")
     args = ap.parse_args()
 
-    from gpupool import diff as diffmod, plan as planmod
-    from gpupool.commands import diff as diffcmd, plan as plancmd
-    from gpupool.mig import catalog
-    from gpupool.mig_suggest import suggest
-    from gpupool.validate import validate_file
+    from gpupool.analysis import diff as diffmod
+    from gpupool.analysis import plan as planmod
+    from gpupool.analysis.sides import load_side
+    from gpupool.present import diff as difffmt, plan as planfmt
+    from gpupool.gpu.mig import catalog
+    from gpupool.gpu.suggest import suggest
+    from gpupool.rules.engine import validate_file
 
     with tempfile.TemporaryDirectory(prefix="gpupool-bench-") as tmp:
         base_doc = generate(args.tenants, args.pools)
@@ -78,17 +80,17 @@ def main() -> int:
         def plan_e2e():
             result = validate_file(base_path)
             assert result.spec is not None, [d.render() for d in result.report.sorted()][:5]
-            return plancmd.format_table(planmod.compute(result.spec))
+            return planfmt.format_table(planmod.compute(result.spec))
         t_plan, table = best(plan_e2e, args.repeats)
         spec = validate_file(base_path).spec
         t_plan_only, _ = best(lambda: planmod.compute(spec), args.repeats)
 
         def diff_e2e():
-            base = diffcmd.load_side("BASE", base_path, str(base_path))
-            head = diffcmd.load_side("HEAD", head_path, str(head_path))
+            base = load_side("BASE", base_path, str(base_path))
+            head = load_side("HEAD", head_path, str(head_path))
             assert base.valid and head.valid
             d = diffmod.compute(base.spec, head.spec)
-            return d, diffcmd.format_text(base, head, d, True)
+            return d, difffmt.format_text(base, head, d, True)
         t_diff, (d, _) = best(diff_e2e, args.repeats)
 
         model = catalog().models["H100-80GB"]

@@ -129,8 +129,8 @@ def child_program(spec: str, out: str) -> None:
     import pulumi_kubernetes  # noqa: F401  (imports are paid before the clock, as in the bare script)
 
     import components.program as program
-    from gpupool import manifests
-    from gpupool import validate as validate_mod
+    from gpupool.k8s import manifests
+    from gpupool.rules import engine as validate_mod
     from tests.pulumi_mocks import CollectingMocks, RecordingMonitor
 
     mocks = CollectingMocks()
@@ -223,8 +223,8 @@ def child_bare(plan_file: str, out: str) -> None:
 def bare_rows(spec_path: Path) -> list[tuple]:
     """(kind, name, kwargs, depends_on, retain_on_delete) per resource, in the program's registration order."""
     from components.k8s_objects import _CLASSES, _snake
-    from gpupool import manifests
-    from gpupool.validate import load_valid_spec
+    from gpupool.k8s import manifests
+    from gpupool.rules.engine import load_valid_spec
 
     plan = manifests.build(load_valid_spec(spec_path))
     objects = plan.objects
@@ -273,7 +273,7 @@ def main() -> None:
     tmp = tempfile.TemporaryDirectory(prefix="gpupool-bench-")
     directory = Path(args.keep) if args.keep else Path(tmp.name)
     spec = generate_spec(directory, tenants=args.tenants, pools=args.pools)
-    from gpupool.validate import validate_file
+    from gpupool.rules.engine import validate_file
 
     result = validate_file(spec)
     if result.spec is None:

@@ -83,9 +83,11 @@ def main() -> None:
     directory = Path(args.keep) if args.keep else scratch / "spec"
     spec = generate_spec(directory, tenants=args.tenants, pools=args.pools)
 
-    from gpupool import cli, manifests, render
-    from gpupool.commands import render as _render_cmd  # noqa: F401  (imported before the clock)
-    from gpupool.validate import validate_file
+    from gpupool.cli import main as cli
+    from gpupool.k8s import manifests
+    from gpupool.k8s import render
+    from gpupool.cli import render as _render_cmd  # noqa: F401  (imported before the clock)
+    from gpupool.rules.engine import validate_file
 
     result = validate_file(spec)
     if result.spec is None:

@@ -9,7 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.k8s_objects import Registry
-from gpupool.manifests import Desired
+from gpupool.k8s.manifests import Desired
 
 
 class GpuOperator(pulumi.ComponentResource):

@@ -1,4 +1,4 @@
-"""Register one desired object (gpupool.manifests.Desired) as the matching pulumi_kubernetes resource.
+"""Register one desired object (gpupool.k8s.manifests.Desired) as the matching pulumi_kubernetes resource.
 
 The manifest is passed through as it is: top-level fields become keyword arguments and nested dicts keep
 their Kubernetes (camelCase) keys, so what the engine receives is exactly what `gpupool render` writes.
@@ -11,7 +11,7 @@ from typing import Callable
 import pulumi
 import pulumi_kubernetes as k8s
 
-from gpupool.manifests import Desired
+from gpupool.k8s.manifests import Desired
 
 _CLASSES: dict[tuple[str, str, bool], Callable] = {
     ("v1", "Namespace", False): k8s.core.v1.Namespace,

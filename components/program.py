@@ -16,9 +16,9 @@ from components.k8s_objects import Registry
 from components.node_pool import NodePool
 from components.tenancy import Tenant, TenantAccess
 from components.tiers import PriorityTiers
-from gpupool import manifests
-from gpupool import model as m
-from gpupool.validate import validate_file
+from gpupool.k8s import manifests
+from gpupool.model import platform as m
+from gpupool.rules.engine import validate_file
 
 
 def load_or_stop(spec_path: str) -> m.Spec:

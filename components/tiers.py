@@ -4,7 +4,7 @@ from __future__ import annotations
 import pulumi
 
 from components.k8s_objects import Registry
-from gpupool.manifests import Desired
+from gpupool.k8s.manifests import Desired
 
 
 class PriorityTiers(pulumi.ComponentResource):

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from gpupool.cli import main
-from gpupool.validate import validate_file
+from gpupool.cli.main import main
+from gpupool.rules.engine import validate_file
 
 CORPUS = Path(__file__).resolve().parent / "bad_specs"
 EXPECT = re.compile(r"^# expect: (?:(?P<file>[^\s:]+):)?(?P<line>\d+):(?P<col>\d+) (?P<severity>error|warning): "

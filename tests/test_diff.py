@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpupool import diff as diffmod
-from gpupool.cli import main
-from gpupool.validate import validate_file
+from gpupool.analysis import diff as diffmod
+from gpupool.cli.main import main
+from gpupool.rules.engine import validate_file
 
 POOLS = [
     {"name": "l4-shared", "gpu": "L4", "gpusPerNode": 4, "nodes": ["gpu-l4-1"], "pricePerGpuHour": 0.8,

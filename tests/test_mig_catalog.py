@@ -3,7 +3,7 @@ from fractions import Fraction
 
 import pytest
 
-from gpupool.mig import GpuModel, catalog, check_layout, gpu_fraction, resolve_preset
+from gpupool.gpu.mig import GpuModel, catalog, check_layout, gpu_fraction, resolve_preset
 
 # Reference 3.1 "Names per GPU", columns: 1g, 1g+me, 1g (2x mem), 2g, 3g, 4g, 7g — copied, not derived.
 REFERENCE_NAMES = {
@@ -188,7 +188,7 @@ def test_catalog_is_cached():
 
 
 def test_alias_collision_rejected():
-    from gpupool.mig import Catalog
+    from gpupool.gpu.mig import Catalog
 
     a = catalog().models["A30-24GB"]
     b = catalog().models["H20"]

@@ -4,7 +4,7 @@ import re
 import pytest
 import yaml
 
-from gpupool.cli import main
+from gpupool.cli.main import main
 
 
 def run(capsys, *argv):

@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from gpupool.mig import GpuModel, MigProfile, catalog, check_layout
+from gpupool.gpu.mig import GpuModel, MigProfile, catalog, check_layout
 
 _spec = importlib.util.spec_from_file_location("_mig_oracle", Path(__file__).with_name("test_mig_oracle.py"))
 oracle = importlib.util.module_from_spec(_spec)

@@ -1,4 +1,4 @@
-"""Independent oracles for the MIG tests (no code shared with gpupool.mig beyond the catalog data).
+"""Independent oracles for the MIG tests (no code shared with gpupool.gpu.mig beyond the catalog data).
 
 Fit oracle: enumerate every arrangement of non-overlapping instances by scanning memory slots left to right
 (each slot is either left empty or starts an instance whose allowed starts include it) and record the multiset
@@ -12,7 +12,7 @@ import importlib.util
 import itertools
 from pathlib import Path
 
-from gpupool.mig import GpuModel, catalog
+from gpupool.gpu.mig import GpuModel, catalog
 
 
 def load(name: str):

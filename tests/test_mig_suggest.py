@@ -9,8 +9,8 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
-from gpupool.mig import catalog, check_layout
-from gpupool.mig_suggest import (lower_bound, maximal_layouts, spec_fragment, suggest, suggest_per_node)
+from gpupool.gpu.mig import catalog, check_layout
+from gpupool.gpu.suggest import (lower_bound, maximal_layouts, spec_fragment, suggest, suggest_per_node)
 
 _spec = importlib.util.spec_from_file_location("_mig_oracle", Path(__file__).with_name("test_mig_oracle.py"))
 oracle = importlib.util.module_from_spec(_spec)

@@ -8,11 +8,11 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from gpupool.cli import main
-from gpupool.commands.mig_spec import SpecModeError, derive_demand
-from gpupool.mig import catalog, check_layout
-from gpupool.mig_suggest import suggest
-from gpupool.validate import validate_file
+from gpupool.cli.main import main
+from gpupool.analysis.mig_demand import SpecModeError, derive_demand
+from gpupool.gpu.mig import catalog, check_layout
+from gpupool.gpu.suggest import suggest
+from gpupool.rules.engine import validate_file
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,7 +96,7 @@ def pool_and_grants(draw):
 @given(case=pool_and_grants())
 def test_property_suggestions_fit_and_cover(tmp_path_factory, case):
     model, pool, rnd = case
-    from gpupool import model as m
+    from gpupool.model import platform as m
 
     tmp = tmp_path_factory.mktemp("s")
     # Capacity of the pool per advertised name, then random grants within it spread over two tenants.

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gpupool import plan as planmod
-from gpupool.cli import main
-from gpupool.commands import plan as plancmd
-from gpupool.validate import validate_file
+from gpupool.analysis import plan as planmod
+from gpupool.cli.main import main
+from gpupool.present import plan as planfmt
+from gpupool.rules.engine import validate_file
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "golden"
@@ -165,12 +165,12 @@ def test_unpriced_spec_has_no_chargeback(tmp_path):
     p = _plan(tmp_path, text)
     assert not p.priced and p.total.per_hour == 0
     assert p.total.unpriced_gpu_equivalents == p.total.gpu_equivalents
-    out = plancmd.format_table(p)
+    out = planfmt.format_table(p)
     assert "Chargeback" not in out and "no pool has pricePerGpuHour" in out
 
 
 def test_json_documented_keys(plan):
-    doc = json.loads(plancmd.format_json(plan))
+    doc = json.loads(planfmt.format_json(plan))
     assert doc["schemaVersion"] == 1
     assert set(doc) == {"schemaVersion", "cluster", "spec", "hoursPerMonth", "ok", "totals", "pools", "resources",
                         "tenants", "costCenters"}
@@ -197,8 +197,8 @@ def test_json_documented_keys(plan):
 
 
 def test_csv_line_items_sum_to_totals(plan):
-    rows = list(csv.DictReader(io.StringIO(plancmd.format_csv(plan))))
-    assert list(rows[0]) == plancmd.CSV_COLUMNS
+    rows = list(csv.DictReader(io.StringIO(planfmt.format_csv(plan))))
+    assert list(rows[0]) == planfmt.CSV_COLUMNS
     alpha = [r for r in rows if r["tenant"] == "alpha"]
     # gpu on h100 and b200, mig on the unpriced pool
     assert sorted((r["pool"], r["units"]) for r in alpha) == [("b200", "4"), ("h100", "1"), ("mig", "4")]
@@ -229,7 +229,7 @@ def test_prod_numbers(capsys):
 def test_golden_markdown_dev():
     golden = GOLDEN / "plan-dev.md"
     spec = validate_file(ROOT / "stacks/dev/spec.yaml", cwd=ROOT).spec
-    text = plancmd.format_markdown(planmod.compute(spec))
+    text = planfmt.format_markdown(planmod.compute(spec))
     if os.environ.get("GPUPOOL_UPDATE_GOLDEN"):
         golden.write_text(text)
     assert golden.exists(), f"{golden} is missing; regenerate with GPUPOOL_UPDATE_GOLDEN=1"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpupool import manifests
-from gpupool.validate import load_valid_spec
+from gpupool.k8s import manifests
+from gpupool.rules.engine import load_valid_spec
 from tests.pulumi_mocks import canonical, run_program, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,7 +63,7 @@ def test_render_is_exactly_what_is_registered(stack):
     mocks, _ = _run(stack)
     registered = {a.name: a for a in mocks.created if a.custom}
     plan = manifests.build(load_valid_spec(f"stacks/{stack}/spec.yaml"))
-    from gpupool.render import render_documents
+    from gpupool.k8s.render import render_documents
 
     documents = render_documents(plan)
     assert len(documents) == len(plan.objects)

@@ -7,7 +7,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from gpupool.cli import main
+from gpupool.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = sorted(p.parent.name for p in (ROOT / "stacks").glob("*/spec.yaml"))

@@ -1,8 +1,8 @@
 """One run reports every error: a capacity overrun is found even when something else is also wrong."""
 from __future__ import annotations
 
-from gpupool.cli import main
-from gpupool.validate import validate_file
+from gpupool.cli.main import main
+from gpupool.rules.engine import validate_file
 
 SPEC = """\
 apiVersion: gpupool.dev/v1alpha1
@@ -34,7 +34,7 @@ def test_capacity_is_checked_alongside_an_unrelated_schema_error(tmp_path):
 
 
 def test_an_internal_error_is_one_line_not_a_traceback(tmp_path, capsys, monkeypatch):
-    import gpupool.validate as v
+    import gpupool.rules.engine as v
 
     def boom(*_a, **_k):
         raise RuntimeError("simulated bug")

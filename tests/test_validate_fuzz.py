@@ -17,8 +17,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpupool.cli import main
-from gpupool.validate import validate_file
+from gpupool.cli.main import main
+from gpupool.rules.engine import validate_file
 
 REPO = Path(__file__).resolve().parent.parent
 SETTINGS = settings(max_examples=120, deadline=None,

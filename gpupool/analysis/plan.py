@@ -1,7 +1,7 @@
 """The capacity plan of a validated spec: supply, grants, headroom, GPU-equivalents and chargeback.
 
 Pure computation (no printing, no I/O): `compute(spec)` returns a `CapacityPlan`; `to_json(plan)` the stable
-JSON document described in docs/plan-json.md. Formatting for people lives in gpupool.commands.plan.
+JSON document described in docs/plan-json.md. Formatting for people lives in gpupool.cli.plan.
 
 Arithmetic is exact (`Fraction`) until formatting, so a MIG instance of 1/7 GPU times 7 is exactly one GPU
 and sums of many small shares do not drift.
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from fractions import Fraction
 
-from gpupool import model as m
+from gpupool.model import platform as m
 
 HOURS_PER_MONTH = 730
 SCHEMA_VERSION = 1

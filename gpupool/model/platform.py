@@ -146,7 +146,7 @@ class NodePool:
             physical = advertised[: -len(SHARED_SUFFIX)]
         base = Fraction(1)
         if physical.startswith(MIG_PREFIX):
-            from gpupool.mig import catalog, gpu_fraction
+            from gpupool.gpu.mig import catalog, gpu_fraction
 
             model = catalog().resolve(self.gpu_model)
             profile = next(p for p in model.profiles.values() if p.resource_name == physical)

@@ -6,7 +6,7 @@ covering program  min sum(x_l)  s.t.  sum_l x_l * layout_l >= demand,  x integer
 - Large demands solve the LP relaxation (a tiny simplex: one row per layout, one column per profile), keep
   floor(x), and cover the small residual exactly. The LP value is also a valid lower bound, tighter than the
   simple resource bound because it knows the geometry (e.g. 4g + 2g×2 never fits on one GPU).
-Every layout returned is re-checked with `gpupool.mig.check_layout`.
+Every layout returned is re-checked with `gpupool.gpu.mig.check_layout`.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from gpupool.mig import GpuModel, _CI_PROFILE, _fits, catalog, check_layout, closest_profile
+from gpupool.gpu.mig import GpuModel, _CI_PROFILE, _fits, catalog, check_layout, closest_profile
 
 _EPS = 1e-9
 

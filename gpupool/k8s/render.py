@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpupool.manifests import Plan, dump_yaml
+from gpupool.k8s.manifests import Plan, dump_yaml
 
 
 def file_name(obj) -> str:

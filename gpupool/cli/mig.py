@@ -6,6 +6,7 @@ arguments. The geometry modules are imported inside the handlers so `gpupool --h
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 
@@ -51,7 +52,7 @@ def _error(msg: str) -> None:
 
 
 def _model(name: str):
-    from gpupool.mig import catalog
+    from gpupool.gpu.mig import catalog
 
     model = catalog().resolve(name)
     if model is None:
@@ -75,25 +76,9 @@ def _parse_pairs(items: list[str]) -> dict[str, int]:
     return out
 
 
-def _slice_map(model, placements) -> str:
-    """`[1g.10gb|1g.10gb|   3g.40gb   ]`-style map: one cell per memory slice, an instance spans its cells."""
-    width = max([len(p.profile) for p in placements] + [3])
-    cells: list[str] = []
-    header: list[str] = []
-    slot = 0
-    by_start = {p.start: p for p in placements}
-    while slot < model.memory_slices:
-        p = by_start.get(slot)
-        span = p.size if p else 1
-        w = span * width + (span - 1)
-        cells.append((p.profile if p else "-").center(w))
-        header.append(str(slot).ljust(w))
-        slot += span
-    return " " + " ".join(header).rstrip() + "\n[" + "|".join(cells) + "]"
-
-
 def cmd_check(args: argparse.Namespace) -> int:
-    from gpupool.mig import check_layout, resolve_preset
+    from gpupool.gpu.mig import check_layout, resolve_preset
+    from gpupool.present.mig import slice_map
 
     try:
         model = _model(args.gpu)
@@ -124,7 +109,7 @@ def cmd_check(args: argparse.Namespace) -> int:
           f"{len(result.placements)}/{model.max_instances} instances)")
     for pl in result.placements:
         print(f"  {pl.profile:<14} start {pl.start}  memory slices [{pl.start},{pl.end})")
-    print(_slice_map(model, result.placements))
+    print(slice_map(model, result.placements))
     if model.placements != "verified":
         print(f"note: {model.name} start slots are {model.placements} (see `gpupool mig profiles`); "
               "confirm with `nvidia-smi mig -lgipp` on the node")
@@ -134,12 +119,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    """First row is the header."""
+    from gpupool.present.tables import text_table
+
+    return text_table(rows[0], rows[1:]).rstrip("\n")
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:
-    from gpupool.mig import gpu_fraction
+    from gpupool.gpu.mig import gpu_fraction
 
     try:
         model = _model(args.gpu)
@@ -165,12 +152,8 @@ def cmd_profiles(args: argparse.Namespace) -> int:
 
 
 def cmd_suggest(args: argparse.Namespace) -> int:
-    from gpupool.mig_suggest import spec_fragment, suggest, suggest_per_node
-
     if getattr(args, "spec", None) is not None or getattr(args, "pool", None) is not None:
-        from gpupool.commands.mig_spec import run_spec
-
-        return run_spec(args)
+        return _suggest_spec_mode(args)
     try:
         if not args.gpu or not args.demand:
             raise _UsageError("give --gpu MODEL and PROFILE=COUNT..., or --spec SPEC --pool NAME")
@@ -181,6 +164,12 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     except _UsageError as exc:
         _error(str(exc))
         return 2
+    return _print_suggestion(model, demand, args.gpus_per_node)
+
+
+def _print_suggestion(model, demand: dict[str, int], gpus_per_node: int | None) -> int:
+    from gpupool.gpu.suggest import spec_fragment, suggest, suggest_per_node
+
     try:
         s = suggest(model, demand)
     except ValueError as exc:
@@ -195,14 +184,14 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     rows = [["GPUS", "LAYOUT"]] + [[str(n), " + ".join(f"{p}×{c}" for p, c in L.items())] for L, n in s.layouts]
     print(_table(rows))
     print("supplied: " + ", ".join(f"{p}: {n} (demand {s.demand.get(p, 0)})" for p, n in s.supplied.items()))
-    if args.gpus_per_node:
+    if gpus_per_node:
         try:
-            ns = suggest_per_node(model, demand, args.gpus_per_node)
+            ns = suggest_per_node(model, demand, gpus_per_node)
         except ValueError as exc:
             _error(str(exc))
             return 1
-        print(f"\nas identical {args.gpus_per_node}-GPU nodes: {ns.nodes} nodes "
-              f"({ns.nodes * args.gpus_per_node} GPUs), supplying "
+        print(f"\nas identical {gpus_per_node}-GPU nodes: {ns.nodes} nodes "
+              f"({ns.nodes * gpus_per_node} GPUs), supplying "
               + ", ".join(f"{p}: {n}" for p, n in ns.supplied.items()))
         print("\nspec fragment (node pool):\n")
         print(spec_fragment(model, ns.per_gpu), end="")
@@ -214,4 +203,67 @@ def cmd_suggest(args: argparse.Namespace) -> int:
         for layout, n in s.layouts:
             print(f"\n# {n} GPU{'s' if n != 1 else ''}")
             print(spec_fragment(model, [layout]), end="")
+    return 0
+
+
+def _suggest_spec_mode(args: argparse.Namespace) -> int:
+    from gpupool.analysis.mig_demand import SpecModeError, current_nodes_needed, derive_demand
+    from gpupool.analysis.diff import layout_text
+    from gpupool.cli.common import valid_spec_or_report
+    from gpupool.model import platform as m
+    from gpupool.present.numbers import units as units_text
+
+    try:
+        if not args.spec or not args.pool:
+            raise SpecModeError("spec mode needs both --spec SPEC and --pool NAME")
+        if args.gpu or args.demand:
+            raise SpecModeError("give either --gpu MODEL PROFILE=COUNT... or --spec SPEC --pool NAME, not both")
+        from pathlib import Path
+
+        if not Path(args.spec).is_file():
+            raise SpecModeError(f"{args.spec}: no such file")
+        spec = valid_spec_or_report(args.spec, "invalid; fix it before deriving a MIG demand from it")
+        if spec is None:
+            return 1
+        derived = derive_demand(spec, args.pool)
+    except SpecModeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    pool, model = derived.pool, derived.model
+    print(f"demand derived from {args.spec}, pool {pool.name} ({pool.node_count}×{pool.gpus_per_node} {model.name}"
+          f"{f', {pool.sharing.kind} ×{pool.sharing.replicas}' if pool.sharing.replicas != 1 else ''}):")
+    for advertised, total, share, units in derived.rows:
+        how = f"granted {total}"
+        if share != total:
+            how += f", this pool's share {units_text(share)}"
+        if pool.sharing.replicas != 1:
+            how += f" / {pool.sharing.replicas} replicas"
+        print(f"  {advertised}: {how} → {units}")
+    if derived.whole_gpus:
+        print(f"  plus {derived.whole_gpus} whole GPUs (MIG disabled) for {m.GPU}: not part of the MIG suggestion")
+    print()
+    per_node = args.gpus_per_node
+    if per_node is None and not derived.whole_gpus:
+        per_node = pool.gpus_per_node
+    code = _print_suggestion(model, dict(derived.demand), per_node)
+    if code != 0:
+        return code
+    from gpupool.gpu.suggest import suggest
+
+    s = suggest(model, derived.demand)
+    now_nodes = current_nodes_needed(derived)
+    suggested = s.gpus + derived.whole_gpus
+    print(f"\ncompared with the current layout ({layout_text(pool)}):")
+    print(f"  pool now:        {pool.node_count} nodes × {pool.gpus_per_node} GPUs = {pool.total_gpus} GPUs")
+    print(f"  needed now:      {now_nodes} nodes = {now_nodes * pool.gpus_per_node} GPUs with the current layout")
+    print(f"  suggested:       {suggested} GPUs"
+          + (f" ({s.gpus} MIG + {derived.whole_gpus} whole)" if derived.whole_gpus else "")
+          + f", {math.ceil(suggested / pool.gpus_per_node)} nodes of {pool.gpus_per_node} GPUs")
+    diff = now_nodes * pool.gpus_per_node - suggested
+    if diff > 0:
+        print(f"  the suggested layout needs {diff} fewer GPUs than the current one for the same grants")
+    elif diff < 0:
+        print(f"  the current layout packs this demand tighter by {-diff} GPUs (node granularity included)")
+    else:
+        print("  the current layout is as tight as the suggestion")
     return 0

@@ -1,4 +1,4 @@
-"""The `gpupool` command line: a thin dispatcher over gpupool.commands.
+"""The `gpupool` command line: a thin dispatcher over gpupool.cli.
 
 Each command module exposes `register(subparsers)` and sets `func` on its parser; the function returns
 the exit status. Command modules import their heavy dependencies lazily so that `gpupool validate`
@@ -24,9 +24,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for name in COMMAND_MODULES:
         try:
-            module = importlib.import_module(f"gpupool.commands.{name}")
+            module = importlib.import_module(f"gpupool.cli.{name}")
         except ModuleNotFoundError as exc:  # a command still being built; keep the others usable
-            if exc.name != f"gpupool.commands.{name}":
+            if exc.name != f"gpupool.cli.{name}":
                 raise
             continue
         module.register(sub)

@@ -3,11 +3,11 @@
 `compute(base, head)` compares two validated specs (either may be None: a new stack, or a side that did not
 validate) and returns a `SpecDiff`:
 - tenants added, removed (with what happens to their namespace) and changed, with quota deltas;
-- headroom per resource before and after (gpupool.plan);
+- headroom per resource before and after (gpupool.analysis.plan);
 - pools whose MIG layout changes, and the nodes MIG Manager will reconfigure (evicting their GPU workloads);
 - device-plugin ConfigMap keys added, removed or changed (replicas before and after);
 - the rendered Kubernetes objects (gpupool render) added, changed and removed, with a field-level summary.
-Formatting lives in gpupool.commands.diff.
+Formatting lives in gpupool.cli.diff.
 """
 from __future__ import annotations
 
@@ -16,7 +16,10 @@ from typing import Any
 
 import yaml
 
-from gpupool import manifests, model as m, plan as planmod, render
+from gpupool.k8s import manifests
+from gpupool.model import platform as m
+from gpupool.analysis import plan as planmod
+from gpupool.k8s import render
 
 
 # -- result types --------------------------------------------------------------------------------

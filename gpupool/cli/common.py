@@ -7,7 +7,7 @@ import sys
 def valid_spec_or_report(path: str, refusal: str):
     """Validate PATH and print every diagnostic (FILE:LINE:COL) to stderr. Returns the model, or None
     after printing `PATH: REFUSAL` when the spec is invalid."""
-    from gpupool.validate import validate_file
+    from gpupool.rules.engine import validate_file
 
     result = validate_file(path)
     for d in result.report.sorted():

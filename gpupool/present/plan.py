@@ -1,105 +1,17 @@
-"""`gpupool plan SPEC`: capacity, grants, headroom, GPU-equivalents per tenant and cost centre, chargeback.
-
-Formats: table (terminals, at most 100 columns for realistic specs), markdown (pull-request comments),
-json (scripts; docs/plan-json.md) and csv (chargeback line items: one row per tenant, resource and pool).
-Exit status: 0 = printed and every resource has non-negative headroom, 1 = invalid spec, 2 = usage error.
-"""
+"""`gpupool plan` output: table (terminals), markdown (PR comments), json (docs/plan-json.md), csv (chargeback)."""
 from __future__ import annotations
 
 import csv
 import io
 import json
-import sys
-from fractions import Fraction
-from typing import Sequence
 
-FORMATS = ("table", "json", "markdown", "csv")
+from gpupool.present.numbers import eq, money, pct, ratio, units
+from gpupool.present.tables import md_table, text_table
 
-
-def register(sub) -> None:
-    p = sub.add_parser("plan", help="capacity plan: supply, grants, headroom, GPU-equivalents, chargeback",
-                       description="Per pool and resource: capacity supplied, granted, headroom and oversubscription; "
-                                   "per tenant and cost centre: GPU-equivalents, share of the cluster and, with "
-                                   "pricePerGpuHour on pools, chargeback per hour and per 730-hour month.")
-    p.add_argument("spec", metavar="SPEC")
-    p.add_argument("--format", choices=FORMATS, default="table",
-                   help="table (default), json (docs/plan-json.md), markdown or csv (chargeback line items)")
-    p.set_defaults(func=run)
-
-
-def run(args) -> int:
-    from pathlib import Path
-
-    from gpupool import plan as planmod
-    from gpupool.commands.common import valid_spec_or_report
-
-    if not Path(args.spec).is_file():
-        print(f"error: {args.spec}: no such file", file=sys.stderr)
-        return 2
-    spec = valid_spec_or_report(args.spec, "invalid, no plan")
-    if spec is None:
-        return 1
-    plan = planmod.compute(spec)
-    print(FORMATTERS[args.format](plan), end="")
-    return 0 if plan.ok else 1
-
-
-# -- number formatting ---------------------------------------------------------------------------
-
-def units(x: Fraction | int) -> str:
-    """Device counts: integers as such, attributed (fractional) counts with two decimals."""
-    x = Fraction(x)
-    return str(int(x)) if x.denominator == 1 else f"{float(x):.2f}"
-
-
-def eq(x: Fraction) -> str:
-    return f"{float(x):.2f}"
-
-
-def pct(x: Fraction) -> str:
-    return f"{float(x) * 100:.1f}%"
-
-
-def money(x: Fraction | None) -> str:
-    return "unpriced" if x is None else f"{float(x):,.2f}"
-
-
-def ratio(x: Fraction | None) -> str:
-    return "-" if x is None else f"{float(x):.2f}x"
-
-
-def signed(n: int) -> str:
-    return f"+{n}" if n > 0 else str(n)
-
-
-# -- tables --------------------------------------------------------------------------------------
-
-def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> str:
-    """Aligned columns separated by two spaces; columns in `right` are right-aligned (numbers)."""
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-
-    def line(cells):
-        out = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
-        return "  ".join(out).rstrip()
-    return "\n".join([line(headers)] + [line(r) for r in rows]) + "\n"
-
-
-def md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> str:
-    sep = ["---:" if i in right else "---" for i in range(len(headers))]
-    lines = ["| " + " | ".join(md_escape(h) for h in headers) + " |", "| " + " | ".join(sep) + " |"]
-    lines += ["| " + " | ".join(md_escape(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
-
-
-# -- the sections, shared by table and markdown ----------------------------------------------------
 
 def sections(plan) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...]]]:
     """(title, headers, rows, right-aligned columns) for every section of the plan."""
-    from gpupool.plan import HOURS_PER_MONTH
+    from gpupool.analysis.plan import HOURS_PER_MONTH
 
     out = []
     out.append(("Pools", ["POOL", "GPU", "NODES", "GPUS", "SHARING", "PRICE/GPU-H"],
@@ -187,7 +99,7 @@ def format_markdown(plan) -> str:
 
 
 def format_json(plan) -> str:
-    from gpupool.plan import to_json
+    from gpupool.analysis.plan import to_json
 
     return json.dumps(to_json(plan), indent=2, ensure_ascii=False) + "\n"
 
@@ -198,7 +110,7 @@ CSV_COLUMNS = ["cost_center", "tenant", "tier", "resource", "pool", "gpu", "unit
 
 def format_csv(plan) -> str:
     """Chargeback line items: one row per tenant, resource and supplying pool (sums to the totals)."""
-    from gpupool.plan import HOURS_PER_MONTH
+    from gpupool.analysis.plan import HOURS_PER_MONTH
 
     models = {p.name: p.gpu_model for p in plan.pools}
     buf = io.StringIO()

@@ -15,7 +15,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from gpupool.validate import validate_file
+    from gpupool.rules.engine import validate_file
 
     failed = False
     for path in args.specs:

@@ -1,132 +1,17 @@
-"""`gpupool diff BASE HEAD` / `gpupool diff --base GIT_REF [HEAD]`: what a spec change does, tenant first.
-
-Exit status: 0 = HEAD is valid and every resource keeps non-negative headroom under the oversubscription
-policy; 1 = HEAD is invalid (its diagnostics are printed, FILE:LINE:COL) or leaves negative headroom;
-2 = usage error (missing file, not a git repository, unknown ref). An invalid BASE is reported, and the diff
-still shows what it can; HEAD alone gates.
-"""
+"""`gpupool diff` output: text (terminals), markdown (the pull-request comment), json."""
 from __future__ import annotations
 
 import json
-import os
-import sys
-import tempfile
-from dataclasses import dataclass, field
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-FORMATS = ("text", "markdown", "json")
+from gpupool.present.numbers import signed
+
+if TYPE_CHECKING:
+    from gpupool.analysis.sides import Side
+from gpupool.present.tables import md_table, text_table
+
 MAX_FIELDS = 8  # field-level changes shown per object before "... N more"
 EVICTS = "⚠ EVICTS GPU WORKLOADS"
-
-
-def register(sub) -> None:
-    p = sub.add_parser(
-        "diff", help="tenant-centric diff of two specs, or of the working tree against a git ref",
-        description="Compare two specs (BASE HEAD), or the working tree's spec with the same spec at a git ref "
-                    "(--base REF [HEAD]; HEAD defaults to $GPUPOOL_SPEC or ./spec.yaml): tenants added, removed "
-                    "and changed with quota deltas, headroom per resource, MIG re-layouts (and the nodes whose GPU "
-                    "workloads are evicted), device-plugin config changes and the rendered objects that change. "
-                    "Exit 0 = HEAD valid with non-negative headroom, 1 = HEAD invalid or over capacity, "
-                    "2 = usage error.")
-    p.add_argument("specs", nargs="*", metavar="SPEC", help="BASE HEAD, or only HEAD with --base")
-    p.add_argument("--base", metavar="GIT_REF", help="compare HEAD with the same spec (and tenant files) at this ref")
-    p.add_argument("--format", choices=FORMATS, default="text", help="text (default), markdown (PR comment) or json")
-    p.set_defaults(func=run)
-
-
-@dataclass
-class Side:
-    """One side of the diff: its model (possibly partial), whether it validated, and its diagnostics."""
-
-    name: str  # "BASE" | "HEAD"
-    label: str  # what to call it: a path, or REF:path
-    exists: bool = True
-    valid: bool = False
-    partial: bool = False  # spec is a best-effort model of an invalid file
-    spec: object = None
-    diagnostics: list = field(default_factory=list)
-    prefix: str = ""  # prepended to diagnostic file names (e.g. "origin/main:")
-
-    def rendered_diagnostics(self) -> list[str]:
-        return [self.prefix + d.render() for d in self.diagnostics]
-
-    @property
-    def errors(self) -> int:
-        return sum(d.is_error for d in self.diagnostics)
-
-
-def load_side(name: str, path: Path | None, label: str, *, cwd: Path | None = None, prefix: str = "") -> Side:
-    from gpupool.validate import validate_file
-
-    if path is None:
-        return Side(name, label, exists=False)
-    result = validate_file(path, cwd=cwd)
-    side = Side(name, label, diagnostics=result.report.sorted(), prefix=prefix)
-    if result.spec is not None:
-        side.valid, side.spec = True, result.spec
-    else:
-        side.spec = result.partial
-        side.partial = side.spec is not None
-    return side
-
-
-class _Usage(Exception):
-    pass
-
-
-def _sides(args, tmp: Path) -> tuple[Side, Side]:
-    if args.base is not None:
-        if len(args.specs) > 1:
-            raise _Usage("with --base give at most one spec (HEAD); the base is the same spec at the git ref")
-        head = args.specs[0] if args.specs else os.environ.get("GPUPOOL_SPEC") or "spec.yaml"
-        if not Path(head).is_file():
-            how = "" if args.specs else " (pass the spec path, or set GPUPOOL_SPEC)"
-            raise _Usage(f"{head}: no such file{how}")
-        from gpupool.gitspec import GitSpecError, materialize
-
-        try:
-            base_path, commit = materialize(args.base, Path(head), tmp)
-        except GitSpecError as exc:
-            raise _Usage(str(exc)) from None
-        rel = base_path.relative_to(tmp).as_posix() if base_path else head
-        base = load_side("BASE", base_path, f"{args.base}:{rel}", cwd=tmp, prefix=f"{args.base}:")
-        if base_path is None:
-            base.label = f"{args.base} (no spec at {rel}: a new stack)"
-        return base, load_side("HEAD", Path(head), head)
-    if len(args.specs) != 2:
-        raise _Usage("give BASE and HEAD spec files, or --base GIT_REF [HEAD]")
-    for p in args.specs:
-        if not Path(p).is_file():
-            raise _Usage(f"{p}: no such file")
-    return load_side("BASE", Path(args.specs[0]), args.specs[0]), load_side("HEAD", Path(args.specs[1]), args.specs[1])
-
-
-def run(args) -> int:
-    from gpupool import diff as diffmod
-
-    with tempfile.TemporaryDirectory(prefix="gpupool-diff-") as tmp:
-        try:
-            base, head = _sides(args, Path(tmp))
-        except _Usage as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    result = diffmod.compute(base.spec, head.spec)
-    over = [h for h in result.headroom if h.headroom_after is not None and h.headroom_after < 0]
-    ok = head.valid and not over
-    for line in head.rendered_diagnostics():
-        print(line, file=sys.stderr)
-    if not base.valid and base.exists:
-        for line in base.rendered_diagnostics():
-            if not line.split(": ", 2)[1:2] == ["warning"]:
-                print(line, file=sys.stderr)
-    print(FORMATTERS[args.format](base, head, result, ok), end="")
-    return 0 if ok else 1
-
-
-# -- formatting ----------------------------------------------------------------------------------
-
-def _signed(n: int) -> str:
-    return f"+{n}" if n > 0 else str(n)
 
 
 def _value(v) -> str:
@@ -139,7 +24,7 @@ def _value(v) -> str:
 
 
 def _quota_text(t) -> str:
-    return ", ".join(f"{q.resource} {q.before} → {q.after} ({_signed(q.delta)})" if t.kind == "changed"
+    return ", ".join(f"{q.resource} {q.before} → {q.after} ({signed(q.delta)})" if t.kind == "changed"
                      else f"{q.resource} {q.after if t.kind == 'added' else q.before}" for q in t.quotas)
 
 
@@ -273,8 +158,6 @@ def _status(base: Side, head: Side, ok: bool) -> list[str]:
 
 
 def format_text(base: Side, head: Side, d, ok: bool) -> str:
-    from gpupool.commands.plan import text_table
-
     lines = [f"gpupool diff: {base.label} → {head.label}", *_status(base, head, ok), ""]
 
     def section(title, body):
@@ -296,8 +179,6 @@ def format_text(base: Side, head: Side, d, ok: bool) -> str:
 
 
 def format_markdown(base: Side, head: Side, d, ok: bool) -> str:
-    from gpupool.commands.plan import md_table
-
     out = [f"## gpupool diff\n\n`{base.label}` → `{head.label}`\n"]
     out.append("\n".join(f"- {s}" for s in _status(base, head, ok)) + "\n")
     if not head.valid:

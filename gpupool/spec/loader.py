@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from gpupool.diagnostics import ERROR, Location, Report
+from gpupool.spec.diagnostics import ERROR, Location, Report
 
 try:  # the C parser is ~10x faster; fall back for platforms without libyaml
     _Loader = yaml.CSafeLoader
@@ -175,7 +175,7 @@ class _Builder:
 
 def _render(path: Path_) -> str:
     # A cheap rendering for loader messages; validation renders paths with tenant/pool names.
-    from gpupool.paths import render_path
+    from gpupool.spec.paths import render_path
 
     return render_path(path)
 

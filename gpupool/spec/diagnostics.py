@@ -27,11 +27,13 @@ class Diagnostic:
     location: Location
     path: str  # human path inside the spec, e.g. tenants[team-a].gpus["nvidia.com/gpu"]
     message: str
+    rule: str = ""  # rule id (e.g. GP101); empty only for problems found before any rule runs
 
     def render(self) -> str:
         where = f"{self.location.file}:{self.location.line}:{self.location.column}"
         prefix = f"{self.path}: " if self.path else ""
-        return f"{where}: {self.severity}: {prefix}{self.message}"
+        tag = f" [{self.rule}]" if self.rule else ""
+        return f"{where}: {self.severity}: {prefix}{self.message}{tag}"
 
     @property
     def is_error(self) -> bool:
@@ -44,8 +46,8 @@ class Report:
 
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
-    def add(self, severity: str, location: Location, path: str, message: str) -> None:
-        self.diagnostics.append(Diagnostic(severity, location, path, message))
+    def add(self, severity: str, location: Location, path: str, message: str, rule: str = "") -> None:
+        self.diagnostics.append(Diagnostic(severity, location, path, message, rule))
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -59,7 +61,7 @@ class Report:
         seen: set[tuple] = set()
         unique = []
         for d in self.diagnostics:
-            key = (d.severity, d.location, d.path, d.message)
+            key = (d.severity, d.location, d.path, d.message, d.rule)
             if key not in seen:
                 seen.add(key)
                 unique.append(d)

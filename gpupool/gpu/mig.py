@@ -1,4 +1,4 @@
-"""MIG geometry: the packaged catalog (gpupool/catalog/mig.yaml) and the single-GPU fit check.
+"""MIG geometry: the packaged catalog (gpupool/gpu/mig.yaml) and the single-GPU fit check.
 
 Pure functions, no Pulumi and no I/O beyond reading the packaged catalog once. The fit check follows the
 reference (gpu-sharing.md section 3): every GPU instance (GI) is an interval of memory slices that must start
@@ -148,7 +148,7 @@ def catalog() -> Catalog:
 
     import yaml
 
-    text = resources.files("gpupool").joinpath("catalog/mig.yaml").read_text(encoding="utf-8")
+    text = resources.files("gpupool").joinpath("gpu/mig.yaml").read_text(encoding="utf-8")
     return _build_catalog(yaml.safe_load(text))
 
 

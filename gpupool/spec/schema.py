@@ -7,11 +7,11 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from gpupool.diagnostics import ERROR, Report, did_you_mean, one_of
-from gpupool.loader import LoadedSpec
-from gpupool.paths import render_path
+from gpupool.spec.diagnostics import ERROR, Report, did_you_mean, one_of
+from gpupool.spec.loader import LoadedSpec
+from gpupool.spec.paths import render_path
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
 SPEC_SCHEMA = SCHEMA_DIR / "gpupool.schema.json"
 
 DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"

@@ -14,8 +14,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from gpupool import manifests, render
-    from gpupool.commands.common import valid_spec_or_report
+    from gpupool.k8s import manifests
+    from gpupool.k8s import render
+    from gpupool.cli.common import valid_spec_or_report
 
     spec = valid_spec_or_report(args.spec, "invalid, nothing rendered")
     if spec is None:

@@ -9,7 +9,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from gpupool.schema import SCHEMA_DIR
+    from gpupool.spec.schema import SCHEMA_DIR
 
     name = "tenant.schema.json" if args.tenant else "gpupool.schema.json"
     print((SCHEMA_DIR / name).read_text(), end="")

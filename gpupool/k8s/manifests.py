@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from gpupool import model as m
+from gpupool.model import platform as m
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpupool"}
 LABEL_POOL = "gpupool.dev/pool"
@@ -159,7 +159,7 @@ def mig_config(spec: m.Spec) -> tuple[str, dict[str, str]]:
 
 
 def _mig_capable(pool: m.NodePool) -> bool:
-    from gpupool.mig import catalog
+    from gpupool.gpu.mig import catalog
 
     return catalog().resolve(pool.gpu_model) is not None
 
@@ -211,7 +211,7 @@ def deep_merge(base: dict, extra: dict) -> dict:
 def _chart_operand_env() -> dict[str, list[dict[str, str]]]:
     from importlib import resources
 
-    text = resources.files("gpupool").joinpath("catalog/gpu-operator.yaml").read_text()
+    text = resources.files("gpupool").joinpath("k8s/gpu-operator.yaml").read_text()
     return yaml.safe_load(text)["operand_env"]
 
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from gpupool import model as m
-from gpupool.diagnostics import ERROR, WARNING, Report, SpecError, did_you_mean, one_of
-from gpupool.loader import LoadedSpec, load_spec
-from gpupool.paths import render_path
-from gpupool.quantity import parse_quantity
+from gpupool.model import platform as m
+from gpupool.spec.diagnostics import ERROR, WARNING, Report, SpecError, did_you_mean, one_of
+from gpupool.spec.loader import LoadedSpec, load_spec
+from gpupool.spec.paths import render_path
+from gpupool.spec.quantity import parse_quantity
 
 RESERVED_TIER_PREFIX = "system-"
 _COMPUTE_INSTANCE_PROFILE = re.compile(r"^\d+c\.")
@@ -52,11 +51,14 @@ def validate_loaded(loaded: LoadedSpec) -> Result:
     report = loaded.report
     if loaded.data is None:
         return Result(loaded, report, None)
-    from gpupool import schema
+    from gpupool.spec import schema
 
     bad = schema.check(loaded, report)
     checker = _Checker(loaded, report, bad)
     spec = checker.run()
+    from gpupool.rules.registry import Context, run_rules
+
+    run_rules(Context(loaded, report, spec, bad))
     return Result(loaded, report, spec if not report.errors else None, partial=spec)
 
 
@@ -206,7 +208,7 @@ class _Checker:
         return out
 
     def pool(self, path: tuple, p: dict, cluster: m.Cluster | None, node_owner: dict[str, str]) -> m.NodePool | None:
-        from gpupool.mig import catalog
+        from gpupool.gpu.mig import catalog
 
         name = p["name"]
         model = catalog().resolve(p["gpu"])
@@ -342,7 +344,7 @@ class _Checker:
         return tuple(groups) if ok else None
 
     def mig_layout(self, path: tuple, raw: dict, model) -> dict[str, int] | None:
-        from gpupool.mig import check_layout, resolve_preset
+        from gpupool.gpu.mig import check_layout, resolve_preset
 
         if "preset" in raw:
             layout = resolve_preset(model, raw["preset"])

@@ -1,0 +1,91 @@
+"""`gpupool diff BASE HEAD` / `gpupool diff --base GIT_REF [HEAD]`: what a spec change does, tenant first.
+
+Exit status: 0 = HEAD is valid and every resource keeps non-negative headroom under the oversubscription
+policy; 1 = HEAD is invalid (its diagnostics are printed, FILE:LINE:COL) or leaves negative headroom;
+2 = usage error (missing file, not a git repository, unknown ref). An invalid BASE is reported, and the diff
+still shows what it can; HEAD alone gates.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpupool.analysis.sides import Side
+
+FORMATS = ("text", "markdown", "json")
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "diff", help="tenant-centric diff of two specs, or of the working tree against a git ref",
+        description="Compare two specs (BASE HEAD), or the working tree's spec with the same spec at a git ref "
+                    "(--base REF [HEAD]; HEAD defaults to $GPUPOOL_SPEC or ./spec.yaml): tenants added, removed "
+                    "and changed with quota deltas, headroom per resource, MIG re-layouts (and the nodes whose GPU "
+                    "workloads are evicted), device-plugin config changes and the rendered objects that change. "
+                    "Exit 0 = HEAD valid with non-negative headroom, 1 = HEAD invalid or over capacity, "
+                    "2 = usage error.")
+    p.add_argument("specs", nargs="*", metavar="SPEC", help="BASE HEAD, or only HEAD with --base")
+    p.add_argument("--base", metavar="GIT_REF", help="compare HEAD with the same spec (and tenant files) at this ref")
+    p.add_argument("--format", choices=FORMATS, default="text", help="text (default), markdown (PR comment) or json")
+    p.set_defaults(func=run)
+
+
+class _Usage(Exception):
+    pass
+
+
+def _sides(args, tmp: Path) -> tuple[Side, Side]:
+    from gpupool.analysis.sides import load_side
+
+    if args.base is not None:
+        if len(args.specs) > 1:
+            raise _Usage("with --base give at most one spec (HEAD); the base is the same spec at the git ref")
+        head = args.specs[0] if args.specs else os.environ.get("GPUPOOL_SPEC") or "spec.yaml"
+        if not Path(head).is_file():
+            how = "" if args.specs else " (pass the spec path, or set GPUPOOL_SPEC)"
+            raise _Usage(f"{head}: no such file{how}")
+        from gpupool.analysis.gitspec import GitSpecError, materialize
+
+        try:
+            base_path, commit = materialize(args.base, Path(head), tmp)
+        except GitSpecError as exc:
+            raise _Usage(str(exc)) from None
+        rel = base_path.relative_to(tmp).as_posix() if base_path else head
+        base = load_side("BASE", base_path, f"{args.base}:{rel}", cwd=tmp, prefix=f"{args.base}:")
+        if base_path is None:
+            base.label = f"{args.base} (no spec at {rel}: a new stack)"
+        return base, load_side("HEAD", Path(head), head)
+    if len(args.specs) != 2:
+        raise _Usage("give BASE and HEAD spec files, or --base GIT_REF [HEAD]")
+    for p in args.specs:
+        if not Path(p).is_file():
+            raise _Usage(f"{p}: no such file")
+    return load_side("BASE", Path(args.specs[0]), args.specs[0]), load_side("HEAD", Path(args.specs[1]), args.specs[1])
+
+
+def run(args) -> int:
+    from gpupool.analysis import diff as diffmod
+
+    with tempfile.TemporaryDirectory(prefix="gpupool-diff-") as tmp:
+        try:
+            base, head = _sides(args, Path(tmp))
+        except _Usage as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    result = diffmod.compute(base.spec, head.spec)
+    over = [h for h in result.headroom if h.headroom_after is not None and h.headroom_after < 0]
+    ok = head.valid and not over
+    for line in head.rendered_diagnostics():
+        print(line, file=sys.stderr)
+    if not base.valid and base.exists:
+        for line in base.rendered_diagnostics():
+            if not line.split(": ", 2)[1:2] == ["warning"]:
+                print(line, file=sys.stderr)
+    from gpupool.present.diff import FORMATTERS
+
+    print(FORMATTERS[args.format](base, head, result, ok), end="")
+    return 0 if ok else 1

@@ -1,0 +1,41 @@
+"""`gpupool plan SPEC`: capacity, grants, headroom, GPU-equivalents per tenant and cost centre, chargeback.
+
+Formats: table (terminals, at most 100 columns for realistic specs), markdown (pull-request comments),
+json (scripts; docs/plan-json.md) and csv (chargeback line items: one row per tenant, resource and pool).
+Exit status: 0 = printed and every resource has non-negative headroom, 1 = invalid spec, 2 = usage error.
+"""
+from __future__ import annotations
+
+import sys
+
+FORMATS = ("table", "json", "markdown", "csv")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("plan", help="capacity plan: supply, grants, headroom, GPU-equivalents, chargeback",
+                       description="Per pool and resource: capacity supplied, granted, headroom and oversubscription; "
+                                   "per tenant and cost centre: GPU-equivalents, share of the cluster and, with "
+                                   "pricePerGpuHour on pools, chargeback per hour and per 730-hour month.")
+    p.add_argument("spec", metavar="SPEC")
+    p.add_argument("--format", choices=FORMATS, default="table",
+                   help="table (default), json (docs/plan-json.md), markdown or csv (chargeback line items)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from gpupool.analysis import plan as planmod
+    from gpupool.cli.common import valid_spec_or_report
+
+    if not Path(args.spec).is_file():
+        print(f"error: {args.spec}: no such file", file=sys.stderr)
+        return 2
+    spec = valid_spec_or_report(args.spec, "invalid, no plan")
+    if spec is None:
+        return 1
+    plan = planmod.compute(spec)
+    from gpupool.present.plan import FORMATTERS
+
+    print(FORMATTERS[args.format](plan), end="")
+    return 0 if plan.ok else 1

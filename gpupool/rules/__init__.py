@@ -1,0 +1,13 @@
+"""Semantic validation as a registry of rules with ids (see gpupool.rules.registry).
+
+Importing this package imports every rule module, which registers its rules. Add a new module to
+RULE_MODULES when you add one.
+"""
+from __future__ import annotations
+
+import importlib
+
+RULE_MODULES: tuple[str, ...] = ()
+
+for _name in RULE_MODULES:
+    importlib.import_module(f"gpupool.rules.{_name}")

@@ -246,4 +246,4 @@ def test_cli_exit_codes(tmp_path, capsys):
     for fmt in ("table", "json", "markdown", "csv"):
         good = tmp_path / "good.yaml"
         good.write_text(SPEC)
-        assert main(["plan", str(good), "--format", fmt]) == 0
+        assert main(["plan", str(good), "-o", fmt]) == 0

@@ -17,8 +17,10 @@ def register(sub) -> None:
                                    "per tenant and cost centre: GPU-equivalents, share of the cluster and, with "
                                    "pricePerGpuHour on pools, chargeback per hour and per 730-hour month.")
     p.add_argument("spec", metavar="SPEC")
-    p.add_argument("--format", choices=FORMATS, default="table",
-                   help="table (default), json (docs/plan-json.md), markdown or csv (chargeback line items)")
+    from gpupool.cli.common import add_output_format
+
+    add_output_format(p, FORMATS, "table",
+                      help="table (default), json (docs/plan-json.md), markdown or csv (chargeback line items)")
     p.set_defaults(func=run)
 
 
@@ -37,5 +39,5 @@ def run(args) -> int:
     plan = planmod.compute(spec)
     from gpupool.present.plan import FORMATTERS
 
-    print(FORMATTERS[args.format](plan), end="")
+    print(FORMATTERS[args.output](plan), end="")
     return 0 if plan.ok else 1

@@ -16,8 +16,9 @@ def register(sub) -> None:
                        description="Per pool and resource: capacity supplied, granted, headroom and oversubscription; "
                                    "per tenant and cost centre: GPU-equivalents, share of the cluster and, with "
                                    "pricePerGpuHour on pools, chargeback per hour and per 730-hour month.")
-    p.add_argument("spec", metavar="SPEC")
-    from gpupool.cli.common import add_output_format
+    from gpupool.cli.common import add_output_format, add_spec_argument
+
+    add_spec_argument(p)
 
     add_output_format(p, FORMATS, "table",
                       help="table (default), json (docs/plan-json.md), markdown or csv (chargeback line items)")
@@ -25,15 +26,10 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from pathlib import Path
-
     from gpupool.analysis import plan as planmod
-    from gpupool.cli.common import valid_spec_or_report
+    from gpupool.cli.common import spec_path, valid_spec_or_report
 
-    if not Path(args.spec).is_file():
-        print(f"error: {args.spec}: no such file", file=sys.stderr)
-        return 2
-    spec = valid_spec_or_report(args.spec, "invalid, no plan")
+    spec = valid_spec_or_report(spec_path(args), "invalid, no plan")
     if spec is None:
         return 1
     plan = planmod.compute(spec)

@@ -8,6 +8,7 @@ diagnostics, and the caller decides whether the result is usable.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ except AttributeError:  # pragma: no cover
 Path_ = tuple  # a path inside the spec: ("tenants", 3, "gpus", "nvidia.com/gpu")
 
 TENANT_INCLUDE_KEY = "tenantFiles"
+STDIN = "-"  # the spec path that means "read the spec from standard input"
+STDIN_LABEL = "<stdin>"
 YAML_SUFFIXES = (".yaml", ".yml")
 
 # Timestamps stay text: no spec field is a date, and `costCenter: 2024-01-01` means the label value, not a
@@ -181,11 +184,11 @@ def _render(path: Path_) -> str:
 
 
 def load_yaml_file(path: Path, file_label: str, source: SourceMap, report: Report,
-                   base_path: Path_ = ()) -> tuple[bool, Any]:
-    """Parse one YAML file. Returns (ok, data); problems go to report."""
+                   base_path: Path_ = (), raw: bytes | None = None) -> tuple[bool, Any]:
+    """Parse one YAML file (or RAW, its bytes already read). Returns (ok, data); problems go to report."""
     start = Location(file_label, 1, 1)
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = (path.read_bytes() if raw is None else raw).decode("utf-8")
     except FileNotFoundError:
         report.add(ERROR, start, "", "file not found")
         return False, None
@@ -245,14 +248,22 @@ def _display_name(path: Path, cwd: Path) -> str:
         return str(path)
 
 
-def load_spec(spec_path: str | Path, *, cwd: Path | None = None) -> LoadedSpec:
-    """Load a stack spec and splice in the tenant files it includes (`tenantFiles`)."""
+def load_spec(spec_path: str | Path, *, cwd: Path | None = None, stdin=None) -> LoadedSpec:
+    """Load a stack spec and splice in the tenant files it includes (`tenantFiles`).
+
+    A spec path of `-` reads the spec from STDIN (default: the process's standard input); its relative
+    paths (tenantFiles, chartPath) then resolve against the current directory, as there is no spec file."""
     cwd = cwd or Path.cwd()
-    spec_path = Path(spec_path)
-    label = _display_name(spec_path, cwd) if spec_path.is_absolute() else str(spec_path)
+    raw = None
+    if str(spec_path) == STDIN:
+        raw = (stdin if stdin is not None else sys.stdin.buffer).read()
+        spec_path, label = cwd / STDIN_LABEL, STDIN_LABEL  # its parent, the spec directory, is cwd
+    else:
+        spec_path = Path(spec_path)
+        label = _display_name(spec_path, cwd) if spec_path.is_absolute() else str(spec_path)
     source = SourceMap()
     report = Report()
-    ok, data = load_yaml_file(spec_path, label, source, report)
+    ok, data = load_yaml_file(spec_path, label, source, report, raw=raw)
     if not ok:
         return LoadedSpec(label, None, source, report, spec_path)
     if isinstance(data, dict) and TENANT_INCLUDE_KEY in data:

@@ -1,0 +1,98 @@
+"""Which spec a command reads: SPEC, `--stack NAME` (Pulumi's stack settings), $GPUPOOL_SPEC or ./spec.yaml.
+
+`--stack dev` reads `gpupool:spec` from `<stackConfigDir>/Pulumi.dev.yaml`, where the Pulumi project
+(`Pulumi.yaml`, found in the current directory or above it, as `pulumi` finds it) names stackConfigDir.
+The value is relative to the project directory, which is where `pulumi up` runs the program from, so the
+CLI and `pulumi up` read the same file.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+from gpupool.spec.loader import STDIN
+
+ENV_VAR = "GPUPOOL_SPEC"
+DEFAULT_SPEC = "spec.yaml"
+CONFIG_KEY = "spec"  # under the project's namespace: gpupool:spec
+
+
+class SpecNotFound(Exception):
+    """No usable spec path: a usage error (exit 2)."""
+
+
+def find_project(start: Path) -> Path | None:
+    """The directory holding Pulumi.yaml (or Pulumi.yml), from START upwards."""
+    for d in (start, *start.parents):
+        for name in ("Pulumi.yaml", "Pulumi.yml"):
+            if (d / name).is_file():
+                return d / name
+    return None
+
+
+def _read_yaml(path: Path, what: str) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise SpecNotFound(f"{path}: cannot read {what} ({type(exc).__name__})") from None
+    if not isinstance(data, dict):
+        raise SpecNotFound(f"{path}: {what} is not a YAML mapping")
+    return data
+
+
+def stack_spec(stack: str, cwd: Path | None = None) -> str:
+    """The spec path `gpupool:spec` of stack STACK, as a path usable from CWD."""
+    cwd = cwd or Path.cwd()
+    if not stack or "/" in stack or "\\" in stack or stack in (".", ".."):
+        raise SpecNotFound(f"--stack {stack!r}: give a stack name such as dev (as in `pulumi stack select dev`)")
+    project_file = find_project(cwd.resolve())
+    if project_file is None:
+        raise SpecNotFound(f"--stack {stack}: no Pulumi.yaml in {cwd} or above it; run from the Pulumi project, "
+                           "or pass the spec path")
+    project = _read_yaml(project_file, "the Pulumi project")
+    project_dir = project_file.parent
+    name = project.get("name") or "gpupool"
+    config_dir = project_dir / str(project.get("stackConfigDir") or ".")
+    stack_file = config_dir / f"Pulumi.{stack}.yaml"
+    if not stack_file.is_file():
+        known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in config_dir.glob("Pulumi.*.yaml"))
+        raise SpecNotFound(f"--stack {stack}: no {_rel(stack_file, cwd)}"
+                           + (f"; stacks: {', '.join(known)}" if known else ""))
+    config = _read_yaml(stack_file, "the stack settings").get("config") or {}
+    value = config.get(f"{name}:{CONFIG_KEY}") if isinstance(config, dict) else None
+    if not isinstance(value, str) or not value:
+        raise SpecNotFound(f"{_rel(stack_file, cwd)}: no {name}:{CONFIG_KEY} setting (a spec path, such as "
+                           f"stacks/{stack}/spec.yaml); set it with `pulumi config set {CONFIG_KEY} PATH`")
+    return _rel(project_dir / value, cwd)
+
+
+def _rel(path: Path, cwd: Path) -> str:
+    try:
+        return os.path.relpath(path, cwd)
+    except ValueError:  # another drive (Windows)
+        return str(path)
+
+
+def resolve(spec: str | None, stack: str | None, *, cwd: Path | None = None, must_exist: bool = True) -> str:
+    """The spec path a command reads, in order: SPEC, --stack NAME, $GPUPOOL_SPEC, ./spec.yaml.
+    `-` (stdin) is returned as is. Raises SpecNotFound (a usage error) when nothing names an existing file."""
+    if spec is not None and stack is not None:
+        raise SpecNotFound("give a SPEC path or --stack NAME, not both")
+    if spec is not None:
+        path, how = spec, ""
+    elif stack is not None:
+        path, how = stack_spec(stack, cwd), f" (gpupool:spec of stack {stack})"
+    elif os.environ.get(ENV_VAR):
+        path, how = os.environ[ENV_VAR], f" (from ${ENV_VAR})"
+    else:
+        path, how = DEFAULT_SPEC, f" (no SPEC given: pass a spec path, --stack NAME, or set ${ENV_VAR})"
+    if path == STDIN or not must_exist:
+        return path
+    full = (cwd / path) if cwd and not Path(path).is_absolute() else Path(path)
+    if full.is_dir():
+        raise SpecNotFound(f"{path}: is a directory; give the spec file{how}")
+    if not full.is_file():
+        raise SpecNotFound(f"{path}: no such file{how}")
+    return path

@@ -212,7 +212,7 @@ def test_json_format(base, tmp_path, capsys):
     head = stack(tmp_path / "head", tenants=with_tenants(notebooks=None))
     code, out, _ = run(capsys, base, head, "--format", "json")
     doc = json.loads(out)
-    assert doc["schemaVersion"] == 1 and doc["ok"] is True
+    assert doc["schemaVersion"] == 2 and doc["ok"] is True
     removed = next(t for t in doc["tenants"] if t["name"] == "notebooks")
     assert removed["kind"] == "removed" and removed["namespace"] == "retained"
 

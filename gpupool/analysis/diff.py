@@ -6,13 +6,19 @@ validate) and returns a `SpecDiff`:
 - headroom per resource before and after (gpupool.analysis.plan);
 - pools whose MIG layout changes, and the nodes MIG Manager will reconfigure (evicting their GPU workloads);
 - device-plugin ConfigMap keys added, removed or changed (replicas before and after);
-- the rendered Kubernetes objects (gpupool render) added, changed and removed, with a field-level summary.
-Formatting lives in gpupool.cli.diff.
+- the rendered Kubernetes objects (gpupool render) added, changed and removed, with a field-level summary;
+- per pool, unified diffs of its MIG Manager and device-plugin config entries.
+
+When a side is invalid, only what the valid parts of both sides support is compared (`reconcile`): an item
+that one side could not read is taken from the other side on both, so it shows no change, and is listed
+in `SpecDiff.unknown` instead (a tenant whose file failed to load is "unreadable", never "removed").
+Formatting lives in gpupool.present.diff.
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -20,6 +26,9 @@ from gpupool.k8s import manifests
 from gpupool.model import platform as m
 from gpupool.analysis import plan as planmod
 from gpupool.k8s import render
+
+if TYPE_CHECKING:
+    from gpupool.analysis.sides import Gaps, Side
 
 
 # -- result types --------------------------------------------------------------------------------
@@ -77,6 +86,11 @@ class MigChange:
     node_selector: dict[str, str]  # for selector pools: every node matching it
     node_count: int
     reboot: bool
+    gpu_model: str = ""
+    gpu_model_before: str = ""
+    # (GPU indices, profile -> count per GPU) per MIG group; () when MIG is off. For the slice maps.
+    groups_before: tuple[tuple[tuple[int, ...], tuple[tuple[str, int], ...]], ...] = ()
+    groups_after: tuple[tuple[tuple[int, ...], tuple[tuple[str, int], ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -109,6 +123,27 @@ class ObjectChange:
     patch: bool = False
 
 
+@dataclass(frozen=True)
+class ConfigDiff:
+    """A unified diff of one pool's entry in the MIG Manager or device-plugin ConfigMap."""
+
+    pool: str
+    config: str  # "mig" (MIG Manager, mig-parted) | "device-plugin"
+    name_before: str | None  # the entry's key in its ConfigMap
+    name_after: str | None
+    unified: str  # difflib.unified_diff text
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """An item one side could not read: compared as the other side has it, so it shows no change."""
+
+    section: str  # "tenant" | "tier" | "pool" | "oversubscription"
+    name: str
+    side: str  # "BASE" | "HEAD"
+    reason: str
+
+
 @dataclass
 class SpecDiff:
     tenants: list[TenantChange] = field(default_factory=list)
@@ -117,7 +152,29 @@ class SpecDiff:
     plugin: list[PluginChange] = field(default_factory=list)
     pool_plugin_keys: list[tuple[str, str | None, str | None]] = field(default_factory=list)  # pool, key before/after
     objects: list[ObjectChange] = field(default_factory=list)
+    configs: list[ConfigDiff] = field(default_factory=list)
+    unknown: list[Unknown] = field(default_factory=list)
+    comparable: bool = True  # False: a side that exists has no model at all; nothing was compared
     head_ok: bool = True  # every resource has non-negative headroom in HEAD
+
+    def summary(self) -> dict[str, int]:
+        """The counts of the terraform-style summary line."""
+        offboarding = [t for t in self.tenants if t.kind == "changed" and t.offboarded
+                       and any(x.startswith("offboarded") for x in t.details)]
+        return {
+            "tenantsOnboarded": sum(t.kind == "added" for t in self.tenants),
+            "tenantsChanged": sum(t.kind == "changed" for t in self.tenants) - len(offboarding),
+            "tenantsOffboarded": len(offboarding),
+            "tenantsRemoved": sum(t.kind == "removed" for t in self.tenants),
+            "tenantsUnknown": sum(u.section == "tenant" for u in self.unknown),
+            "objectsToAdd": sum(o.kind == "added" for o in self.objects),
+            "objectsToChange": sum(o.kind == "changed" for o in self.objects),
+            "objectsToDelete": sum(o.kind == "removed" and not o.retained for o in self.objects),
+            "objectsToRetain": sum(o.kind == "removed" and o.retained for o in self.objects),
+            "poolsRelaidOut": len(self.mig),
+            "headroomChanges": sum(h.changed for h in self.headroom),
+            "negativeHeadroom": sum(h.headroom_after is not None and h.headroom_after < 0 for h in self.headroom),
+        }
 
     @property
     def evicting(self) -> list[MigChange]:
@@ -130,7 +187,7 @@ class SpecDiff:
     @property
     def empty(self) -> bool:
         return not (self.tenants or self.mig or self.plugin or self.objects or self.pool_plugin_keys
-                    or any(h.changed for h in self.headroom))
+                    or self.configs or any(h.changed for h in self.headroom))
 
 
 # -- tenants -------------------------------------------------------------------------------------
@@ -213,6 +270,12 @@ def layout_text(pool: m.NodePool | None) -> str:
     return "; ".join(parts)
 
 
+def _groups(pool: m.NodePool | None) -> tuple:
+    if pool is None:
+        return ()
+    return tuple((tuple(g.gpus), tuple(sorted(g.layout.items()))) for g in pool.sharing.mig)
+
+
 def _mig_by_pool(built: manifests.Plan | None) -> dict[str, str]:
     """pool -> mig-parted config name (MIG-capable pools only), as manifests.build derived it."""
     if built is None:
@@ -259,14 +322,16 @@ def mig_changes(base: m.Spec | None, head: m.Spec | None, built_b: manifests.Pla
             if kind == "added" and after == manifests.MIG_DISABLED and all(n not in node_cfg_b for n in nodes):
                 continue  # a new non-MIG pool of new nodes: MIG stays off, nothing to reconfigure
             out.append(MigChange(pool.name, kind, before, after, layout_text(old), layout_text(pool), nodes, {},
-                                 len(nodes), reboot))
+                                 len(nodes), reboot, pool.gpu_model, old.gpu_model if old else "",
+                                 _groups(old), _groups(pool)))
         else:
             if old is not None and before == after:
                 continue
             if old is None and after == manifests.MIG_DISABLED:
                 continue
             out.append(MigChange(pool.name, "added" if old is None else "changed", before, after, layout_text(old),
-                                 layout_text(pool), (), dict(pool.node_selector), pool.node_count, reboot))
+                                 layout_text(pool), (), dict(pool.node_selector), pool.node_count, reboot,
+                                 pool.gpu_model, old.gpu_model if old else "", _groups(old), _groups(pool)))
     return out
 
 
@@ -302,6 +367,48 @@ def plugin_changes(built_b: manifests.Plan | None,
     moved = [(p, by_pool_b.get(p), by_pool_a.get(p)) for p in sorted(set(by_pool_b) & set(by_pool_a))
              if by_pool_b.get(p) != by_pool_a.get(p)]
     return out, moved
+
+
+# -- config entries, as unified diffs -----------------------------------------------------------
+
+def _mig_entries_text(built: manifests.Plan | None) -> dict[str, str]:
+    """mig-parted config name -> that entry as YAML, from the MIG Manager ConfigMap the build holds."""
+    if built is None:
+        return {}
+    text = next(o for o in built.objects if o.name == "mig-config").manifest["data"]["config.yaml"]
+    configs = (yaml.safe_load(text) or {}).get("mig-configs") or {}
+    return {name: manifests.dump_yaml({name: entries}) for name, entries in configs.items()}
+
+
+def _unified(before: str | None, after: str | None, label_b: str, label_a: str) -> str:
+    lines = difflib.unified_diff((before or "").splitlines(keepends=True), (after or "").splitlines(keepends=True),
+                                 label_b if before is not None else "/dev/null",
+                                 label_a if after is not None else "/dev/null", n=3)
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def config_diffs(built_b: manifests.Plan | None, built_a: manifests.Plan | None) -> list[ConfigDiff]:
+    """Per pool present on both sides or new, the MIG Manager and device-plugin entries it uses that change."""
+    if built_a is None:
+        return []
+    mig_b, mig_a = _mig_entries_text(built_b), _mig_entries_text(built_a)
+    cfg_b, cfg_a = _mig_by_pool(built_b), _mig_by_pool(built_a)
+    data_b, key_b = _plugin_by_pool(built_b)
+    data_a, key_a = _plugin_by_pool(built_a)
+    out = []
+    for pool in sorted(built_a.pool_configs):
+        nb, na = cfg_b.get(pool), cfg_a.get(pool)
+        tb, ta = mig_b.get(nb) if nb else None, mig_a.get(na) if na else None
+        if (tb or ta) and tb != ta:
+            out.append(ConfigDiff(pool, "mig", nb, na, _unified(tb, ta, f"BASE {manifests.MIG_CONFIGMAP}: {nb}",
+                                                                f"HEAD {manifests.MIG_CONFIGMAP}: {na}")))
+        kb, ka = key_b.get(pool), key_a.get(pool)
+        tb, ta = data_b.get(kb) if kb else None, data_a.get(ka) if ka else None
+        if tb != ta:
+            out.append(ConfigDiff(pool, "device-plugin", kb, ka,
+                                  _unified(tb, ta, f"BASE {manifests.PLUGIN_CONFIGMAP}: {kb}",
+                                           f"HEAD {manifests.PLUGIN_CONFIGMAP}: {ka}")))
+    return out
 
 
 # -- rendered objects ----------------------------------------------------------------------------
@@ -354,7 +461,92 @@ def object_changes(base_objects: list, head_objects: list) -> list[ObjectChange]
     return out
 
 
+# -- invalid sides: compare only what both sides support -----------------------------------------
+
+def _missing_reason(section: str, name: str, item, spec: m.Spec, gaps: "Gaps", side: str) -> str | None:
+    """Why an item of the other side may be hidden in this side's gaps (None: it is really absent)."""
+    from gpupool.analysis.sides import spec_relative
+
+    if name in gaps.named(section):
+        return f"invalid in {side}"
+    if section == "tenants" and item.source_file and item.source_file != spec.source_path and gaps.tenant_files:
+        if spec_relative(spec.source_path, item.source_file) in gaps.tenant_files:
+            return f"its tenant file could not be read in {side}"
+    if section in gaps.unnamed or (section == "tenants" and gaps.tenant_files):
+        what = {"tenants": "tenant files or entries", "tiers": "tiers", "pools": "node pools"}[section]
+        return f"not found among {side}'s readable items, and {side} has unreadable {what}"
+    return None
+
+
+def _insert(own: tuple, added: list, other: tuple) -> tuple:
+    """own plus items taken from other, each placed after the item that precedes it in other (order
+    matters: configs are rendered in spec order, and a reordering must not show up as a change)."""
+    out = list(own)
+    for item in added:
+        i = [x.name for x in other].index(item.name)
+        before = {x.name for x in other[:i]}
+        at = max((k + 1 for k, x in enumerate(out) if x.name in before), default=0)
+        out.insert(at, item)
+    return tuple(out)
+
+
+def reconcile(base: m.Spec | None, head: m.Spec | None, base_gaps: "Gaps | None",
+              head_gaps: "Gaps | None") -> tuple[m.Spec | None, m.Spec | None, list[Unknown]]:
+    """(base', head', unknown): an item one side could not read takes the other side's value on both sides."""
+    if base is None or head is None or ((base_gaps is None or base_gaps.empty) and (head_gaps is None or head_gaps.empty)):
+        return base, head, []
+    from gpupool.analysis.sides import Gaps
+
+    gb, ga = base_gaps or Gaps(), head_gaps or Gaps()
+    unknown: list[Unknown] = []
+    fields = {}
+    for section, label in (("tenants", "tenant"), ("tiers", "tier"), ("pools", "pool")):
+        items_b = {x.name: x for x in getattr(base, section)}
+        items_a = {x.name: x for x in getattr(head, section)}
+        add_b, add_a = [], []
+        for name, item in items_b.items():
+            if name not in items_a:
+                why = _missing_reason(section, name, item, base, ga, "HEAD")
+                if why:
+                    add_a.append(item)
+                    unknown.append(Unknown(label, name, "HEAD", why))
+        for name, item in items_a.items():
+            if name not in items_b:
+                why = _missing_reason(section, name, item, head, gb, "BASE")
+                if why:
+                    add_b.append(item)
+                    unknown.append(Unknown(label, name, "BASE", why))
+        for name in sorted(ga.named(section) - set(items_b) - set(items_a)):
+            unknown.append(Unknown(label, name, "HEAD", "new in HEAD and invalid there: not counted"))
+        for name in sorted(gb.named(section) - set(items_b) - set(items_a)):
+            unknown.append(Unknown(label, name, "BASE", "invalid in BASE and absent from HEAD: not counted"))
+        fields[section] = (_insert(getattr(base, section), add_b, getattr(head, section)),
+                           _insert(getattr(head, section), add_a, getattr(base, section)))
+    over_b, over_a = base.oversubscription, head.oversubscription
+    if ga.oversubscription:
+        over_a = over_b
+        unknown.append(Unknown("oversubscription", "oversubscription", "HEAD", "invalid in HEAD"))
+    elif gb.oversubscription:
+        over_b = over_a
+        unknown.append(Unknown("oversubscription", "oversubscription", "BASE", "invalid in BASE"))
+    base2 = replace(base, tenants=fields["tenants"][0], tiers=fields["tiers"][0], pools=fields["pools"][0],
+                    oversubscription=over_b)
+    head2 = replace(head, tenants=fields["tenants"][1], tiers=fields["tiers"][1], pools=fields["pools"][1],
+                    oversubscription=over_a)
+    return base2, head2, unknown
+
+
 # -- all of it -----------------------------------------------------------------------------------
+
+def compare(base: "Side", head: "Side") -> SpecDiff:
+    """The diff of two sides, valid or not: nothing is compared when a side that exists has no model."""
+    if not base.comparable or not head.comparable or head.spec is None:
+        return SpecDiff(comparable=False, head_ok=False)
+    b, a, unknown = reconcile(base.spec, head.spec, base.gaps if base.exists else None, head.gaps)
+    d = compute(b, a)
+    d.unknown = unknown
+    return d
+
 
 def compute(base: m.Spec | None, head: m.Spec | None) -> SpecDiff:
     base_plan = planmod.compute(base) if base else None
@@ -379,5 +571,6 @@ def compute(base: m.Spec | None, head: m.Spec | None) -> SpecDiff:
         plugin=plugin,
         pool_plugin_keys=moved,
         objects=object_changes(base_objects, head_objects),
+        configs=config_diffs(built_b, built_a),
         head_ok=head_plan.ok if head_plan else False,
     )

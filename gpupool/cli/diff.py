@@ -2,11 +2,14 @@
 
 Exit status: 0 = HEAD is valid and every resource keeps non-negative headroom under the oversubscription
 policy; 1 = HEAD is invalid (its diagnostics are printed, FILE:LINE:COL) or leaves negative headroom;
-2 = usage error (missing file, not a git repository, unknown ref). An invalid BASE is reported, and the diff
-still shows what it can; HEAD alone gates.
+2 = usage error (missing file, not a git repository, unknown ref). With `--exit-code`, a valid HEAD that
+changes something exits 3 instead of 0 (as `terraform plan -detailed-exitcode` and `kubectl diff` signal
+changes; 1 and 2 are taken by the project-wide convention). An invalid BASE is reported, and the diff still
+shows what it can; HEAD alone gates.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -17,6 +20,7 @@ if TYPE_CHECKING:
     from gpupool.analysis.sides import Side
 
 FORMATS = ("text", "markdown", "json")
+EXIT_CHANGES = 3
 
 
 def register(sub) -> None:
@@ -25,12 +29,22 @@ def register(sub) -> None:
         description="Compare two specs (BASE HEAD), or the working tree's spec with the same spec at a git ref "
                     "(--base REF [HEAD]; HEAD defaults to $GPUPOOL_SPEC or ./spec.yaml): tenants added, removed "
                     "and changed with quota deltas, headroom per resource, MIG re-layouts (and the nodes whose GPU "
-                    "workloads are evicted), device-plugin config changes and the rendered objects that change. "
+                    "workloads are evicted), config entries as unified diffs and the rendered objects that change. "
                     "Exit 0 = HEAD valid with non-negative headroom, 1 = HEAD invalid or over capacity, "
-                    "2 = usage error.")
+                    "2 = usage error, 3 = (with --exit-code) HEAD valid and something changes.")
     p.add_argument("specs", nargs="*", metavar="SPEC", help="BASE HEAD, or only HEAD with --base")
     p.add_argument("--base", metavar="GIT_REF", help="compare HEAD with the same spec (and tenant files) at this ref")
-    p.add_argument("--format", choices=FORMATS, default="text", help="text (default), markdown (PR comment) or json")
+    p.add_argument("-o", "--output", dest="output", choices=FORMATS, default="text",
+                   help="text (default), markdown (the pull-request comment) or json (docs/diff-json.md)")
+    p.add_argument("--format", dest="output", choices=FORMATS, help=argparse.SUPPRESS)  # the old spelling
+    p.add_argument("--exit-code", action="store_true",
+                   help="exit 3 when HEAD is valid and something changes (0 only when nothing changes)")
+    p.add_argument("--full-output", metavar="FILE",
+                   help="also write the full, uncut diff (same format) to FILE; the markdown comment is cut to "
+                        "fit GitHub's 65,536-character limit and says so")
+    p.add_argument("--preview-file", metavar="FILE",
+                   help="markdown: add FILE (e.g. `pulumi preview --diff` output) as a collapsed section")
+    p.add_argument("--max-chars", type=int, default=None, metavar="N", help=argparse.SUPPRESS)  # tests
     p.set_defaults(func=run)
 
 
@@ -70,13 +84,20 @@ def _sides(args, tmp: Path) -> tuple[Side, Side]:
 def run(args) -> int:
     from gpupool.analysis import diff as diffmod
 
+    preview = None
+    if args.preview_file:
+        try:
+            preview = Path(args.preview_file).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            print(f"error: --preview-file {args.preview_file}: {exc.strerror}", file=sys.stderr)
+            return 2
     with tempfile.TemporaryDirectory(prefix="gpupool-diff-") as tmp:
         try:
             base, head = _sides(args, Path(tmp))
         except _Usage as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-    result = diffmod.compute(base.spec, head.spec)
+    result = diffmod.compare(base, head)
     over = [h for h in result.headroom if h.headroom_after is not None and h.headroom_after < 0]
     ok = head.valid and not over
     for line in head.rendered_diagnostics():
@@ -85,7 +106,24 @@ def run(args) -> int:
         for line in base.rendered_diagnostics():
             if not line.split(": ", 2)[1:2] == ["warning"]:
                 print(line, file=sys.stderr)
-    from gpupool.present.diff import FORMATTERS
+    from gpupool.present import diff as present
 
-    print(FORMATTERS[args.format](base, head, result, ok), end="")
-    return 0 if ok else 1
+    if args.output == "markdown":
+        full_name = args.full_output and Path(args.full_output).name
+        limit = args.max_chars or present.GITHUB_COMMENT_LIMIT
+        text = present.format_markdown(base, head, result, ok, limit=limit, preview=preview, full_output=full_name)
+        full = present.format_markdown(base, head, result, ok, limit=None, preview=preview) \
+            if args.full_output else None
+    else:
+        text = present.FORMATTERS[args.output](base, head, result, ok)
+        full = text
+    if args.full_output:
+        try:
+            Path(args.full_output).write_text(full, encoding="utf-8")
+        except OSError as exc:
+            print(f"error: --full-output {args.full_output}: {exc.strerror}", file=sys.stderr)
+            return 2
+    print(text, end="")
+    if not ok:
+        return 1
+    return EXIT_CHANGES if args.exit_code and not result.empty else 0

@@ -1,18 +1,33 @@
-"""`gpupool diff` output: text (terminals), markdown (the pull-request comment), json."""
+"""`gpupool diff` output: text (terminals), markdown (the pull-request comment), json (docs/diff-json.md).
+
+The markdown is built to always post: a terraform-style summary line first, then (for an invalid side) its
+errors, then the details in collapsed sections; when the whole would exceed GitHub's comment limit the
+details are cut, item by item, with a count of what was cut. `format_markdown(..., limit=None)` gives the
+full, uncut comment (written with `--full-output`).
+"""
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from gpupool.present.numbers import signed
+from gpupool.present.tables import md_table, text_table
 
 if TYPE_CHECKING:
     from gpupool.analysis.sides import Side
-from gpupool.present.tables import md_table, text_table
 
 MAX_FIELDS = 8  # field-level changes shown per object before "... N more"
 EVICTS = "⚠ EVICTS GPU WORKLOADS"
+GITHUB_COMMENT_LIMIT = 65_536  # characters GitHub accepts in one comment body
+MAX_ERRORS_SHOWN = 40  # in the markdown; the full diff and `gpupool validate` have them all
+MAX_WARNINGS_SHOWN = 20
+MAX_CHART_RESOURCES = 16
+JSON_SCHEMA_VERSION = 2
 
+
+# -- sentences shared by text and markdown --------------------------------------------------------
 
 def _value(v) -> str:
     if v is None:
@@ -53,6 +68,20 @@ def _tenant_lines(d) -> list[tuple[str, str]]:
         else:
             parts = ([_quota_text(t)] if t.quotas else []) + list(t.details)
             out.append(("~", f"{t.name}: " + "; ".join(parts)))
+    return out
+
+
+def _unknown_lines(d) -> list[str]:
+    out = []
+    for u in d.unknown:
+        if u.section == "tenant":
+            word = "UNREADABLE" if "could not be read" in u.reason or "unreadable" in u.reason else "INVALID"
+            what = f"tenant {u.name} is {word} in {u.side} ({u.reason})"
+        elif u.section == "oversubscription":
+            what = f"the oversubscription policy is invalid in {u.side}"
+        else:
+            what = f"{u.section} {u.name} is invalid in {u.side} ({u.reason})"
+        out.append(f"{what}: compared as {'BASE' if u.side == 'HEAD' else 'HEAD'} has it, so no change is shown")
     return out
 
 
@@ -101,28 +130,23 @@ def _plugin_lines(d) -> list[tuple[str, str]]:
 
 def _object_lines(d, md: bool = False) -> list[tuple[str, str]]:
     out = []
-    code = (lambda s: f"`{s}`") if md else (lambda s: s)  # noqa: E731
+    code = _code if md else (lambda s: s)
     for o in d.objects:
         what = f"{o.object_kind} {o.object_name}"
+        what = _md_escape(what) if md else what
         if o.kind == "added":
             out.append(("+", f"{code(o.file)} ({what})"))
         elif o.kind == "removed":
             note = " — retained in the cluster (retainOnDelete), no longer managed" if o.retained else ""
             out.append(("-", f"{code(o.file)} ({what}){note}"))
         else:
-            shown = [f"{code(f.path)}: {_value(f.before)} → {_value(f.after)}" for f in o.fields[:MAX_FIELDS]]
+            shown = [f"{code(f.path)}: {code(_value(f.before)) if md else _value(f.before)} → "
+                     f"{code(_value(f.after)) if md else _value(f.after)}" for f in o.fields[:MAX_FIELDS]]
             more = len(o.fields) - MAX_FIELDS
             if more > 0:
                 shown.append(f"… {more} more")
             out.append(("~", f"{code(o.file)} ({what}): " + "; ".join(shown)))
     return out
-
-
-_MD_MARK = {"+": "**added**", "-": "**removed**", "~": "**changed**", "⚠": "⚠", "!": "note:"}
-
-
-def _md_items(items: list[tuple[str, str]]) -> str:
-    return "\n".join(f"- {_MD_MARK.get(m, m)} {t}" for m, t in items) + "\n"
 
 
 def _headroom_rows(d) -> list[list[str]]:
@@ -139,30 +163,91 @@ def _headroom_rows(d) -> list[list[str]]:
     return rows
 
 
-def _status(base: Side, head: Side, ok: bool) -> list[str]:
-    out = []
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def summary_line(d) -> str:
+    """`2 tenants to onboard, 1 to change, 0 to offboard, 0 to remove · 14 objects to add, ...` (terraform's
+    "Plan: X to add, Y to change, Z to destroy"), with what the reviewer must not miss."""
+    s = d.summary()
+    parts = [f"{_plural(s['tenantsOnboarded'], 'tenant')} to onboard, {s['tenantsChanged']} to change, "
+             f"{s['tenantsOffboarded']} to offboard, {s['tenantsRemoved']} to remove"
+             + (f" ({s['tenantsUnknown']} not compared: invalid or unreadable)" if s["tenantsUnknown"] else ""),
+             f"{_plural(s['objectsToAdd'], 'object')} to add, {s['objectsToChange']} to change, "
+             f"{s['objectsToDelete']} to delete" + (f", {s['objectsToRetain']} to retain" if s["objectsToRetain"]
+                                                     else ""),
+             f"{_plural(s['poolsRelaidOut'], 'pool')} re-laid out"
+             + (" (evicting GPU workloads)" if s["poolsRelaidOut"] else ""),
+             f"headroom changes on {_plural(s['headroomChanges'], 'resource')}"
+             + (f" ({s['negativeHeadroom']} NEGATIVE)" if s["negativeHeadroom"] else "")]
+    return " · ".join(parts)
+
+
+def _verdict(base: Side, head: Side, d, ok: bool) -> str:
+    """The first words: can this change be applied?"""
     if not head.valid:
-        out.append(f"✗ HEAD {head.label} is INVALID ({head.errors} errors; diagnostics on stderr). "
-                   + ("The diff below uses the parts that validated and may be incomplete."
-                      if head.partial else "Nothing could be compared."))
+        return f"✗ HEAD is INVALID ({_plural(head.errors, 'error')}): this change cannot be applied."
+    if not ok:
+        return "✗ HEAD leaves negative headroom: this change cannot be applied."
+    return "✓ HEAD is valid and every resource keeps non-negative headroom."
+
+
+def _context_lines(base: Side, head: Side, d) -> list[str]:
+    out = []
+    if not d.comparable:
+        which = [s for s in (base, head) if s.exists and s.spec is None]
+        out.append("Nothing was compared: " + " and ".join(f"{s.name} ({s.label})" for s in which)
+                   + " could not be read far enough to build a model; fix the errors first.")
+    elif not head.valid:
+        out.append("The changes below are only what the valid parts of both sides support; anything HEAD could "
+                   "not read is compared as BASE has it.")
     if not base.exists:
-        out.append(f"BASE {base.label}: everything in HEAD is new")
+        out.append(f"BASE {base.label}: everything in HEAD is new.")
     elif not base.valid:
-        out.append(f"BASE {base.label} is invalid ({base.errors} errors)"
-                   + ("; compared with the parts that validated" if base.partial else "; compared with nothing"))
-    if head.valid and not ok:
-        out.append("✗ HEAD leaves negative headroom (see Headroom)")
-    if ok:
-        out.append("✓ HEAD is valid and every resource has non-negative headroom")
+        out.append(f"BASE {base.label} is invalid ({_plural(base.errors, 'error')}); its unreadable parts are "
+                   "compared as HEAD has them.")
+    return out
+
+
+# -- text ------------------------------------------------------------------------------------------
+
+def _slice_maps(c) -> list[str]:
+    """Before/after slice maps, one per MIG group (the GPUs of a group share one layout)."""
+    from gpupool.gpu.mig import catalog, check_layout
+    from gpupool.present.mig import slice_map
+
+    out = []
+    for title, model_name, groups in (("before", c.gpu_model_before, c.groups_before),
+                                      ("after", c.gpu_model, c.groups_after)):
+        model = catalog().resolve(model_name) if model_name else None
+        if not groups or model is None:
+            out.append(f"{title}: MIG disabled (whole GPUs)")
+            continue
+        for gpus, layout in groups:
+            fit = check_layout(model, dict(layout))
+            ids = ",".join(str(g) for g in gpus)
+            out.append(f"{title}: {model.name} GPU {ids}")
+            out.extend(slice_map(model, fit.placements).splitlines())
     return out
 
 
 def format_text(base: Side, head: Side, d, ok: bool) -> str:
-    lines = [f"gpupool diff: {base.label} → {head.label}", *_status(base, head, ok), ""]
+    lines = [f"gpupool diff: {base.label} → {head.label}", _verdict(base, head, d, ok),
+             "Plan: " + summary_line(d), *_context_lines(base, head, d)]
+    errors = head.error_diagnostics if not head.valid else []
+    if errors:
+        lines.append("HEAD errors:")
+        lines.extend("  " + head.prefix + e.render() for e in errors)
+    if not base.valid and base.exists:
+        lines.append("BASE errors:")
+        lines.extend("  " + base.prefix + e.render() for e in base.error_diagnostics)
+    lines.append("")
 
     def section(title, body):
         if body:
             lines.extend([title, *[f"  {b}" for b in body], ""])
+    section("Not compared", _unknown_lines(d))
     section("Tenants", [f"{m} {s}" for m, s in _tenant_lines(d)])
     rows = _headroom_rows(d)
     if rows:
@@ -171,60 +256,243 @@ def format_text(base: Side, head: Side, d, ok: bool) -> str:
                                                        rows).splitlines())
         lines.append("")
     section("MIG layout changes", _mig_lines(d))
+    for c in d.mig:
+        section(f"MIG slices, pool {c.pool}", _slice_maps(c))
     section("Device-plugin config", [t if m == "!" else f"{m} {t}" for m, t in _plugin_lines(d)])
+    for c in d.configs:
+        section(f"{_config_title(c)}", c.unified.rstrip("\n").splitlines())
     section("Rendered objects (gpupool render)", [f"{m} {t}" for m, t in _object_lines(d)])
-    if d.empty:
+    if d.empty and d.comparable:
         lines.append("no changes")
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def format_markdown(base: Side, head: Side, d, ok: bool) -> str:
-    out = [f"## gpupool diff\n\n`{base.label}` → `{head.label}`\n"]
-    out.append("\n".join(f"- {s}" for s in _status(base, head, ok)) + "\n")
-    if not head.valid:
-        diags = head.rendered_diagnostics()
-        out.append("<details><summary>HEAD diagnostics</summary>\n\n```\n" + "\n".join(diags) + "\n```\n\n</details>\n")
-    evicts = _mig_lines(d)
-    retained = [s for m, s in _tenant_lines(d) if m == "⚠"]
-    if evicts or retained:
-        out.append("> [!WARNING]\n" + "\n".join(f"> - **{s}**" if s.startswith(EVICTS) else f"> - {s}"
-                                                  for s in evicts + retained) + "\n")
+def _config_title(c) -> str:
+    what = "MIG Manager config" if c.config == "mig" else "device-plugin config"
+    return f"pool {c.pool}: {what} {c.name_before or '(none)'} → {c.name_after or '(none)'}"
+
+
+# -- markdown --------------------------------------------------------------------------------------
+
+def _code(text: str) -> str:
+    """Inline code that no content can break out of (backticks in it get a longer fence)."""
+    text = str(text).replace("\n", " ")
+    longest = max((len(r) for r in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _fenced(body: str, lang: str = "") -> str:
+    longest = max((len(r) for r in re.findall(r"`{3,}", body)), default=2)
+    fence = "`" * (longest + 1)
+    return f"{fence}{lang}\n{body.rstrip(chr(10))}\n{fence}\n"
+
+
+_MD_MARK = {"+": "**added**", "-": "**removed**", "~": "**changed**", "⚠": "⚠", "!": "note:"}
+
+
+def _md_escape(text: str) -> str:
+    """Text from specs is shown as text: no HTML, no links, no mentions, no table breaks."""
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+            .replace("@", "@\u200b").replace("[", "\\[").replace("]", "\\]"))
+
+
+def mermaid_headroom(d) -> str | None:
+    """Headroom per resource before (line) and after (bars), as a Mermaid xychart; None when none changes."""
+    changed = [h for h in d.headroom if h.changed][:MAX_CHART_RESOURCES]
+    if not changed:
+        return None
+    labels = [h.resource.removeprefix("nvidia.com/") for h in changed]
+    before = [h.headroom_before or 0 for h in changed]
+    after = [h.headroom_after or 0 for h in changed]
+    lo, hi = min([0, *before, *after]), max([1, *before, *after])
+    pad = max(1, (hi - lo) // 10)
+    xs = ", ".join(json.dumps(label) for label in labels)
+    return ("xychart-beta\n"
+            '    title "Headroom by resource: bars = after, line = before"\n'
+            f"    x-axis [{xs}]\n"
+            f'    y-axis "headroom" {lo - (pad if lo < 0 else 0)} --> {hi + pad}\n'
+            f"    bar [{', '.join(map(str, after))}]\n"
+            f"    line [{', '.join(map(str, before))}]\n")
+
+
+@dataclass
+class _Section:
+    """A collapsible part of the comment whose items can be cut to fit."""
+
+    key: str  # what the cut note calls it
+    summary: str
+    items: list[str]
+    head: str = ""  # fixed text before the items (a table header, an intro)
+    tail: str = ""
+    sep: str = "\n"
+    open: bool = False
+    cut: int = field(default=0)
+
+    def render(self, items: list[str]) -> str:
+        body = self.head + self.sep.join(items) + ("\n" if items and not self.sep.endswith("\n\n") else "")
+        if self.cut:
+            body += f"\n✂ {self.cut} more {self.key} cut to fit the comment limit; see the full diff.\n"
+        attr = " open" if self.open else ""
+        return f"<details{attr}><summary>{self.summary}</summary>\n\n{body}{self.tail}\n</details>\n"
+
+
+def _sections(base: Side, head: Side, d, preview: str | None) -> list[_Section]:
+    out = []
     tl = _tenant_lines(d)
     if tl:
-        out.append("### Tenants\n\n" + md_table(["", "TENANT CHANGE"], [[m, s] for m, s in tl]))
+        rows = [f"| {m} | {_md_escape(s)} |" for m, s in tl]
+        s = d.summary()
+        out.append(_Section("tenant changes", f"Tenants: {s['tenantsOnboarded']} onboarded, {s['tenantsChanged']} "
+                            f"changed, {s['tenantsOffboarded']} offboarded, {s['tenantsRemoved']} removed", rows,
+                            head="|  | TENANT CHANGE |\n|---|---|\n", open=len(rows) <= 20))
     rows = _headroom_rows(d)
     if rows:
-        out.append("### Headroom (policy-allowed minus granted)\n\n"
-                   + md_table(["RESOURCE", "CAPACITY", "GRANTED", "HEADROOM"], rows, (1, 2, 3)))
-    if evicts:
-        out.append("### MIG layout changes\n\n" + "\n".join(f"- {s}" for s in evicts) + "\n")
+        table = md_table(["RESOURCE", "CAPACITY", "GRANTED", "HEADROOM"], rows, (1, 2, 3))
+        chart = mermaid_headroom(d)
+        items = table.rstrip("\n").split("\n")
+        head_, rows_ = "\n".join(items[:2]) + "\n", items[2:]
+        out.append(_Section("resources", f"Headroom (policy-allowed minus granted): {_plural(len(rows), 'resource')}"
+                            " change", rows_, head=head_, tail=("\n" + _fenced(chart, "mermaid")) if chart else "",
+                            open=len(rows) <= 20))
+    if d.mig:
+        items = [f"- **{s}**" for s in _mig_lines(d)]
+        items += [f"**pool {_md_escape(c.pool)}**, MIG slices per GPU (which profile holds which memory slices):\n\n"
+                  + _fenced("\n".join(_slice_maps(c))) for c in d.mig]
+        out.append(_Section("MIG items", f"MIG layout changes: {_plural(len(d.mig), 'pool')} re-laid out", items,
+                            sep="\n\n", open=True))
     pl = _plugin_lines(d)
-    if pl:
-        out.append("### Device-plugin config\n\n" + _md_items(pl))
+    if pl or d.configs:
+        items = [f"- {_MD_MARK.get(m, m)} {_md_escape(t)}" for m, t in pl]
+        items += [f"{_md_escape(_config_title(c))}\n\n" + _fenced(c.unified, "diff") for c in d.configs]
+        out.append(_Section("config items", f"Config changes: {_plural(len(d.configs), 'config entry')} "
+                            "(MIG Manager, device plugin)", items, sep="\n\n"))
     ol = _object_lines(d, md=True)
     if ol:
-        body = _md_items(ol)
-        out.append(f"### Rendered objects\n\n<details><summary>{len(ol)} objects change</summary>\n\n{body}\n"
-                   "</details>\n")
-    if d.empty:
+        out.append(_Section("objects", f"Rendered objects: {_plural(len(ol), 'object')} change",
+                            [f"- {_MD_MARK.get(m, m)} {t}" for m, t in ol]))
+    if preview is not None:
+        lines = preview.rstrip("\n").split("\n")
+        out.append(_Section("preview lines", "pulumi preview --diff", lines, head="```diff\n", tail="```\n"))
+    return out
+
+
+def _fixed_parts(base: Side, head: Side, d, ok: bool, errors_shown: int | None) -> list[str]:
+    title = f"## gpupool diff\n\n{_code(base.label)} → {_code(head.label)}\n"
+    out = [title, f"**{_verdict(base, head, d, ok)}** Plan: {summary_line(d)}\n"]
+    boxes = []
+    for side in (head, base):
+        if side.valid or not side.exists:
+            continue
+        errs = side.error_diagnostics
+        shown = errs if errors_shown is None else errs[:errors_shown]
+        lines = [side.prefix + e.render() for e in shown]
+        more = len(errs) - len(shown)
+        body = _fenced("\n".join(lines))
+        if more:
+            body += f"\n✂ {more} more errors: see the full diff or run `gpupool validate`.\n"
+        if side is head:
+            boxes.append("> [!CAUTION]\n> **HEAD is invalid: this change cannot be applied** until these "
+                         f"{_plural(len(errs), 'error')} are fixed (shown as annotations on the changed "
+                         "lines in CI).\n\n" + body)
+        else:
+            boxes.append(f"BASE has {_plural(len(errs), 'error')} (compared with the parts that validated):\n\n"
+                         + body)
+    out.extend(boxes)
+    context = _context_lines(base, head, d)
+    if context:
+        out.append("\n".join(f"- {_md_escape(c)}" for c in context) + "\n")
+    unknown = _unknown_lines(d)
+    warnings = _mig_lines(d) + [s for m, s in _tenant_lines(d) if m == "⚠"] + unknown
+    if warnings:
+        shown = warnings if errors_shown is None else warnings[:MAX_WARNINGS_SHOWN]
+        more = len(warnings) - len(shown)
+        lines = [f"> - **{_md_escape(s)}**" if s.startswith(EVICTS) else f"> - {_md_escape(s)}" for s in shown]
+        if more:
+            lines.append(f"> - ✂ … and {more} more (see the sections below and the full diff)")
+        out.append("> [!WARNING]\n" + "\n".join(lines) + "\n")
+    if d.empty and d.comparable:
         out.append("No changes.\n")
-    return "\n".join(out)
+    return out
+
+
+def format_markdown(base: Side, head: Side, d, ok: bool, *, limit: int | None = GITHUB_COMMENT_LIMIT,
+                    preview: str | None = None, full_output: str | None = None) -> str:
+    """The pull-request comment; `limit` (characters) cuts details to fit, None keeps everything."""
+    fixed = _fixed_parts(base, head, d, ok, None if limit is None else MAX_ERRORS_SHOWN)
+    sections = _sections(base, head, d, preview)
+    if limit is None:
+        return "\n".join(fixed + [s.render(s.items) for s in sections])
+    where = (f"the full diff is in {_code(full_output)} (uploaded as a workflow artifact)" if full_output
+             else "run `gpupool diff` with `--full-output FILE` for the full diff")
+    note_reserve = 400 + len(where)
+    budget = limit - 1 - note_reserve - sum(len(p) + 1 for p in fixed)
+    rendered = []
+    for s in sections:
+        s.cut = len(s.items)
+        cost = len(s.render([])) + 1 + 120  # the empty section, its cut note
+        kept = []
+        for item in s.items:
+            if cost + len(item) + len(s.sep) > budget:
+                break
+            kept.append(item)
+            cost += len(item) + len(s.sep)
+        s.cut = len(s.items) - len(kept)
+        text = s.render(kept)
+        budget -= len(text) + 1
+        rendered.append(text)
+    cut = [(s.key, s.cut) for s in sections if s.cut]
+    parts = fixed + rendered
+    if cut:
+        counts = ", ".join(f"{n} {key}" for key, n in cut)
+        parts.append(f"✂ **Cut to fit GitHub's {GITHUB_COMMENT_LIMIT:,}-character comment limit:** {counts}; "
+                     f"{where}.\n")
+    return "\n".join(parts)
+
+
+# -- json ------------------------------------------------------------------------------------------
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(w[:1].upper() + w[1:] for w in rest)
+
+
+def _camelize(value):
+    if isinstance(value, dict):
+        return {_camel(k) if isinstance(k, str) else k: _camelize(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_camelize(v) for v in value]
+    return value
+
+
+def diagnostic_json(d, prefix: str = "") -> dict:
+    loc = d.location
+    return {"severity": d.severity, "rule": d.rule or None, "file": prefix + loc.file, "line": loc.line,
+            "column": loc.column, "path": d.path, "message": d.message}
 
 
 def format_json(base: Side, head: Side, d, ok: bool) -> str:
-    from dataclasses import asdict
-
     def side(s: Side) -> dict:
         return {"label": s.label, "exists": s.exists, "valid": s.valid, "partial": s.partial,
-                "diagnostics": s.rendered_diagnostics()}
-    doc = {"schemaVersion": 1, "ok": ok, "base": side(base), "head": side(head),
+                "diagnostics": [diagnostic_json(x, s.prefix) for x in s.diagnostics]}
+    mig = []
+    for c in d.mig:
+        row = asdict(c)
+        for k in ("groups_before", "groups_after"):
+            row[k] = [{"gpus": list(g), "layout": dict(layout)} for g, layout in row[k]]
+        mig.append(row)
+    doc = {"schemaVersion": JSON_SCHEMA_VERSION, "ok": ok, "comparable": d.comparable, "empty": d.empty,
+           "summary": d.summary(), "base": side(base), "head": side(head),
+           "unknown": [asdict(u) for u in d.unknown],
            "tenants": [asdict(t) for t in d.tenants],
            "headroom": [asdict(h) for h in d.headroom],
-           "mig": [asdict(c) for c in d.mig],
+           "mig": mig,
            "devicePlugin": [asdict(c) for c in d.plugin],
            "poolPluginKeys": [{"pool": p, "before": b, "after": a} for p, b, a in d.pool_plugin_keys],
+           "configs": [asdict(c) for c in d.configs],
            "objects": [asdict(o) for o in d.objects]}
-    return json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n"
+    return json.dumps(_camelize(doc), indent=2, ensure_ascii=False, default=str) + "\n"
 
 
 FORMATTERS = {"text": format_text, "markdown": format_markdown, "json": format_json}

@@ -33,7 +33,7 @@ def test_output_flag_and_hidden_format_alias(base, tmp_path, capsys):
             build_parser().parse_args(["diff", "--help"])
         except SystemExit:
             pass
-    assert "-o {text,markdown,json}, --output" in buf.getvalue() and "--format" not in buf.getvalue()
+    assert "-o FORMAT, --output FORMAT" in buf.getvalue() and "--format" not in buf.getvalue()
 
 
 def _keys(value, out):

@@ -34,9 +34,10 @@ def register(sub) -> None:
                     "2 = usage error, 3 = (with --exit-code) HEAD valid and something changes.")
     p.add_argument("specs", nargs="*", metavar="SPEC", help="BASE HEAD, or only HEAD with --base")
     p.add_argument("--base", metavar="GIT_REF", help="compare HEAD with the same spec (and tenant files) at this ref")
-    p.add_argument("-o", "--output", dest="output", choices=FORMATS, default="text",
-                   help="text (default), markdown (the pull-request comment) or json (docs/diff-json.md)")
-    p.add_argument("--format", dest="output", choices=FORMATS, help=argparse.SUPPRESS)  # the old spelling
+    from gpupool.cli.common import add_output_format
+
+    add_output_format(p, FORMATS, "text", "text (default), markdown (the pull-request comment) or json "
+                                          "(docs/diff-json.md)")
     p.add_argument("--exit-code", action="store_true",
                    help="exit 3 when HEAD is valid and something changes (0 only when nothing changes)")
     p.add_argument("--full-output", metavar="FILE",

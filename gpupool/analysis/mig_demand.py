@@ -47,9 +47,7 @@ def derive_demand(spec: m.Spec, pool_name: str) -> DerivedDemand:
     out = DerivedDemand(pool, model)
     by_resource = {p.resource_name: p.name for p in model.profiles.values()}
     for advertised in sorted(pool_capacity):
-        physical = advertised
-        if pool.sharing.rename and advertised.endswith(m.SHARED_SUFFIX):
-            physical = advertised[: -len(m.SHARED_SUFFIX)]
+        physical = pool.physical_name(advertised)
         total = granted.get(advertised, 0)
         share = Fraction(total * pool_capacity[advertised], capacity[advertised]) if capacity[advertised] else Fraction(0)
         units = math.ceil(share / replicas)

@@ -12,7 +12,6 @@ supplying R in proportion to their capacity of R: pool p carries grant x capacit
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from fractions import Fraction
@@ -86,10 +85,7 @@ class ResourceLine:
     granted: int
     max_ratio: Fraction
     pools: tuple[str, ...]
-
-    @property
-    def allowed(self) -> int:
-        return math.floor(self.capacity * self.max_ratio)
+    allowed: int  # what the policy allows in total: Oversubscription.allowed, the one rule
 
     @property
     def headroom(self) -> int:
@@ -226,24 +222,9 @@ def _price(pool: m.NodePool) -> Fraction | None:
     return None if pool.price_per_gpu_hour is None else Fraction(str(pool.price_per_gpu_hour))
 
 
-def _terms(pool: m.NodePool) -> dict[str, list[tuple[int, int]]]:
-    """physical resource -> [(GPUs per node in a group, devices per GPU)]."""
-    out: dict[str, list[tuple[int, int]]] = {}
-    covered: set[int] = set()
-    for group in pool.sharing.mig:
-        covered.update(group.gpus)
-        for profile, count in group.layout.items():
-            if count:
-                out.setdefault(m.mig_resource(profile), []).append((len(group.gpus), count))
-    whole = pool.gpus_per_node - len(covered)
-    if whole > 0:
-        out.setdefault(m.GPU, []).append((whole, 1))
-    return out
-
-
 def _supplies(pool: m.NodePool) -> list[Supply]:
     out = []
-    terms = _terms(pool)
+    terms = pool.physical_terms()
     per_node = pool.resources_per_node()
     for physical in sorted(terms):
         advertised = pool.advertised_name(physical)
@@ -279,7 +260,8 @@ def compute(spec: m.Spec) -> CapacityPlan:
     for r in sorted(set(capacity) | set(granted)):
         resources.append(ResourceLine(r, capacity.get(r, 0), granted.get(r, 0),
                                       spec.oversubscription.exact_ratio_for(r),
-                                      tuple(s.pool for s in by_resource.get(r, []))))
+                                      tuple(s.pool for s in by_resource.get(r, [])),
+                                      spec.oversubscription.allowed(r, capacity.get(r, 0))))
 
     def share(x: Fraction) -> Fraction:
         return x / total_gpus if total_gpus else Fraction(0)

@@ -21,6 +21,19 @@ RESOURCE_PREFIX = "nvidia.com/mig-"
 # `<C>c.<G>g.<M>gb`: a compute-instance split. The device plugin only advertises GIs whose single CI spans the
 # whole GI, so such profiles can never be requested by a pod (reference 3.2).
 _CI_PROFILE = re.compile(r"^\d+c\.")
+
+
+def mig_resource(profile: str) -> str:
+    """Extended resource the device plugin advertises for a MIG profile under the `mixed` strategy: `+` is
+    written `.` (reference 4.2)."""
+    return RESOURCE_PREFIX + profile.replace("+", ".")
+
+
+def compute_instance_split(profile: object) -> str | None:
+    """For a compute-instance split such as `1c.2g.20gb`, the whole-instance profile (`2g.20gb`); else None."""
+    if isinstance(profile, str) and _CI_PROFILE.match(profile):
+        return _CI_PROFILE.sub("", profile)
+    return None
 _PROFILE = re.compile(r"^(?P<g>\d+)g\.(?P<m>\d+)gb(?P<attr>.*)$")
 
 
@@ -35,8 +48,7 @@ class MigProfile:
 
     @property
     def resource_name(self) -> str:
-        """Extended resource the device plugin advertises under the `mixed` strategy (reference 4.2)."""
-        return RESOURCE_PREFIX + self.name.replace("+", ".")
+        return mig_resource(self.name)
 
     @property
     def is_media_extension(self) -> bool:
@@ -257,7 +269,7 @@ def _capacity_problems(model: GpuModel, counts: Mapping[str, int]) -> list[str]:
     return reasons
 
 
-def _fits(model: GpuModel, counts: Mapping[str, int]) -> bool:
+def fits(model: GpuModel, counts: Mapping[str, int]) -> bool:
     return not _capacity_problems(model, counts) and _place(model, counts) is not None
 
 
@@ -268,7 +280,7 @@ def _nearest_fitting(model: GpuModel, counts: Mapping[str, int], limit: int = 3)
     best: list[tuple[int, dict[str, int]]] = []
     for combo in itertools.product(*(range(c, -1, -1) for c in capped)):
         sub = {p: n for p, n in zip(names, combo) if n}
-        if not sub or not _fits(model, sub):
+        if not sub or not fits(model, sub):
             continue
         removed = sum(counts.values()) - sum(combo)
         best.append((removed, sub))
@@ -287,8 +299,8 @@ def check_layout(model: GpuModel, layout: Mapping[str, int]) -> FitResult:
         if not isinstance(name, str) or not name:
             reasons.append(f"profile name must be a non-empty string, got {name!r}")
             continue
-        if _CI_PROFILE.match(name):
-            whole = _CI_PROFILE.sub("", name)
+        whole = compute_instance_split(name)
+        if whole is not None:
             hint = f"; request the whole GI `{whole}` instead" if whole in model.profiles else ""
             reasons.append(f"{name} is a compute-instance split: the device plugin only advertises GPU instances "
                            f"whose single compute instance spans the whole GI, so pods could never request it{hint}")

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from gpupool.gpu.mig import GpuModel, _CI_PROFILE, _fits, catalog, check_layout, closest_profile
+from gpupool.gpu.mig import GpuModel, catalog, check_layout, closest_profile, compute_instance_split, fits
 
 _EPS = 1e-9
 
@@ -63,7 +63,7 @@ def _check_demand(model: GpuModel, demand: Mapping[str, int]) -> dict[str, int]:
     errors = []
     clean: dict[str, int] = {}
     for name, n in demand.items():
-        if isinstance(name, str) and _CI_PROFILE.match(name):
+        if compute_instance_split(name) is not None:
             errors.append(f"{name} is a compute-instance split the device plugin cannot advertise")
         elif name not in model.profiles:
             guess = closest_profile(model, str(name))
@@ -95,7 +95,7 @@ def maximal_layouts(model: GpuModel) -> tuple[tuple[tuple[str, int], ...], ...]:
             return
         for n in range(model.profiles[names[i]].max_count + 1):
             counts.append(n)
-            ok = n == 0 or _fits(model, {p: c for p, c in zip(names, counts) if c})
+            ok = n == 0 or fits(model, {p: c for p, c in zip(names, counts) if c})
             if ok:
                 rec(i + 1, counts)
             counts.pop()

@@ -132,12 +132,10 @@ def gpu_ranges(indices: Iterable[int]) -> str:
 
 def _mig_entries(pool: m.NodePool) -> list[dict[str, Any]]:
     entries = []
-    covered: set[int] = set()
     for group in pool.sharing.mig:
-        covered.update(group.gpus)
         devices: Any = "all" if len(group.gpus) == pool.gpus_per_node else list(group.gpus)
         entries.append({"devices": devices, "mig-enabled": True, "mig-devices": dict(sorted(group.layout.items()))})
-    rest = [i for i in range(pool.gpus_per_node) if i not in covered]
+    rest = m.whole_gpu_indices(pool.gpus_per_node, pool.sharing.mig)
     if rest:
         entries.append({"devices": rest, "mig-enabled": False})
     return entries

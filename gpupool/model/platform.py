@@ -9,17 +9,32 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Mapping
 
+from gpupool.gpu.mig import RESOURCE_PREFIX as MIG_PREFIX
+from gpupool.gpu.mig import mig_resource
+
+__all__ = ["MIG_PREFIX", "mig_resource"]  # re-exported: the model names MIG resources as the catalog does
+
 DEFAULT_CHART_VERSION = "v26.7.0"
 DEFAULT_CHART_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
 DEFAULT_OPERATOR_NAMESPACE = "gpu-operator"
 GPU = "nvidia.com/gpu"
 SHARED_SUFFIX = ".shared"
-MIG_PREFIX = "nvidia.com/mig-"
 
 
-def mig_resource(profile: str) -> str:
-    """The extended resource name the device plugin advertises for a MIG profile (mixed strategy)."""
-    return MIG_PREFIX + profile.replace("+", ".")
+def shared_name(physical: str) -> str:
+    """What the device plugin advertises for a resource shared with renameToShared."""
+    return physical + SHARED_SUFFIX
+
+
+def unshared_name(advertised: str) -> str:
+    """The physical resource behind a `.shared` name (the name itself when it has no such suffix)."""
+    return advertised[: -len(SHARED_SUFFIX)] if advertised.endswith(SHARED_SUFFIX) else advertised
+
+
+def whole_gpu_indices(gpus_per_node: int, groups: "tuple[MigGroup, ...]") -> list[int]:
+    """GPU indices of a node that no MIG group covers: they stay whole GPUs (MIG disabled)."""
+    covered = {i for group in groups for i in group.gpus}
+    return [i for i in range(gpus_per_node) if i not in covered]
 
 
 @dataclass(frozen=True)
@@ -114,20 +129,28 @@ class NodePool:
     def physical_resources_per_node(self) -> dict[str, int]:
         """Devices one node has before sharing: whole GPUs and MIG instances."""
         out: dict[str, int] = {}
-        covered: set[int] = set()
-        for group in self.sharing.mig:
-            covered.update(group.gpus)
-            for profile, count in group.layout.items():
-                if count:
-                    name = mig_resource(profile)
-                    out[name] = out.get(name, 0) + count * len(group.gpus)
-        whole = self.gpus_per_node - len(covered)
-        if whole > 0:
-            out[GPU] = whole
+        for name, terms in self.physical_terms().items():
+            out[name] = sum(gpus * per_gpu for gpus, per_gpu in terms)
         return dict(sorted(out.items()))
 
+    def physical_terms(self) -> dict[str, list[tuple[int, int]]]:
+        """Per physical resource, [(GPUs per node in a group, devices per GPU)]: MIG groups, then whole GPUs."""
+        out: dict[str, list[tuple[int, int]]] = {}
+        for group in self.sharing.mig:
+            for profile, count in group.layout.items():
+                if count:
+                    out.setdefault(mig_resource(profile), []).append((len(group.gpus), count))
+        whole = len(whole_gpu_indices(self.gpus_per_node, self.sharing.mig))
+        if whole > 0:
+            out.setdefault(GPU, []).append((whole, 1))
+        return out
+
     def advertised_name(self, physical_name: str) -> str:
-        return physical_name + SHARED_SUFFIX if self.sharing.rename else physical_name
+        return shared_name(physical_name) if self.sharing.rename else physical_name
+
+    def physical_name(self, advertised: str) -> str:
+        """The inverse of advertised_name."""
+        return unshared_name(advertised) if self.sharing.rename else advertised
 
     def resources_per_node(self) -> dict[str, int]:
         """What one node advertises to the scheduler: names after renames, counts times replicas."""
@@ -141,9 +164,7 @@ class NodePool:
     def unit_gpu_fraction(self, advertised: str) -> Fraction:
         """One unit of an advertised resource in physical GPUs: a MIG instance is its share of the GPU's
         compute slices, a time-sliced or MPS replica 1/replicas of what it shares."""
-        physical = advertised
-        if self.sharing.rename and advertised.endswith(SHARED_SUFFIX):
-            physical = advertised[: -len(SHARED_SUFFIX)]
+        physical = self.physical_name(advertised)
         base = Fraction(1)
         if physical.startswith(MIG_PREFIX):
             from gpupool.gpu.mig import catalog, gpu_fraction

@@ -3,11 +3,12 @@
 A case is either `tests/bad_specs/<name>.yaml` or a directory `tests/bad_specs/<name>/` holding `spec.yaml`
 (and usually a `tenants/` directory of tenant files). The spec starts with one or more lines
 
-    # expect: [FILE:]LINE:COL SEVERITY: SUBSTRING OF THE MESSAGE
+    # expect: [FILE:]LINE:COL SEVERITY RULE: SUBSTRING OF THE MESSAGE
 
 FILE defaults to the spec itself; for tenant-file cases it is the tenant file relative to the case directory
-(e.g. tenants/empty.yaml). Every expected diagnostic must be reported with exactly that file, line and column,
-and `gpupool validate` must exit 1 without a traceback.
+(e.g. tenants/empty.yaml). Every expected diagnostic must be reported with exactly that file, line, column and
+rule id (GP123), every diagnostic must carry a registered rule id, and `gpupool validate` must exit 1 without a
+traceback.
 """
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ import pytest
 
 from gpupool.cli.main import main
 from gpupool.rules.engine import validate_file
+from gpupool.rules.registry import RULES
 
 CORPUS = Path(__file__).resolve().parent / "bad_specs"
-EXPECT = re.compile(r"^# expect: (?:(?P<file>[^\s:]+):)?(?P<line>\d+):(?P<col>\d+) (?P<severity>error|warning): "
-                    r"(?P<message>.+)$")
+EXPECT = re.compile(r"^# expect: (?:(?P<file>[^\s:]+):)?(?P<line>\d+):(?P<col>\d+) (?P<severity>error|warning) "
+                    r"(?P<rule>GP\d{3}): (?P<message>.+)$")
 
 
 def _cases() -> list[Path]:
@@ -65,10 +67,12 @@ def test_bad_spec_reports_expected_diagnostics(spec: Path):
         hits = [d for d in diagnostics
                 if d.location.file == file and d.location.line == int(exp["line"])
                 and d.location.column == int(exp["col"]) and d.severity == exp["severity"]
-                and exp["message"] in d.render()]
-        assert hits, f"expected {file}:{exp['line']}:{exp['col']} {exp['severity']}: {exp['message']}\ngot:\n{rendered}"
+                and d.rule == exp["rule"] and exp["message"] in d.render()]
+        assert hits, (f"expected {file}:{exp['line']}:{exp['col']} {exp['severity']} {exp['rule']}: {exp['message']}"
+                      f"\ngot:\n{rendered}")
     for d in diagnostics:
         assert d.location.line >= 1 and d.location.column >= 1 and d.message
+        assert d.rule in RULES, f"diagnostic without a registered rule id: {d.render()}"
 
 
 @pytest.mark.parametrize("spec", CASES, ids=_case_name)
@@ -78,4 +82,4 @@ def test_bad_spec_cli_exits_1_without_traceback(spec: Path, capsys):
     assert status == 1
     assert "Traceback" not in out + err
     for line in err.splitlines()[:-1]:  # the last line is the summary
-        assert re.match(r"^[^:]+:\d+:\d+: (error|warning): .+", line), line
+        assert re.match(r"^[^:]+:\d+:\d+: (error|warning): .+ \[GP\d{3}\]$", line), line

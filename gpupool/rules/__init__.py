@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 
-RULE_MODULES: tuple[str, ...] = ()
+RULE_MODULES: tuple[str, ...] = ("loading", "cluster", "pools", "sharing", "tiers", "tenants", "capacity")
 
 for _name in RULE_MODULES:
     importlib.import_module(f"gpupool.rules.{_name}")

@@ -24,6 +24,7 @@ from gpupool.spec.paths import render_path
 
 if TYPE_CHECKING:
     from gpupool.model import platform as m
+    from gpupool.model.build import Built
     from gpupool.spec.loader import LoadedSpec
 
 RULE_ID = re.compile(r"^GP\d{3}$")
@@ -76,6 +77,9 @@ class Context:
     spec: "m.Spec | None"
     bad: set[tuple] = field(default_factory=set)
     current: str = ""  # id of the rule being run; set by the engine
+    # The builder's view: the model even when the cluster section is broken (so capacity is still judged),
+    # whether every pool was built, and the spec path of each built pool and tenant.
+    built: "Built | None" = None
 
     @property
     def data(self) -> Any:

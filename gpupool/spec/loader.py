@@ -100,7 +100,7 @@ class _Builder:
             if id(node) in self.open:
                 self.report.add(ERROR, _loc(self.file, node.start_mark), _render(path),
                                 "this alias refers to a value that contains it (an endless loop); "
-                                "repeat the content instead of the alias")
+                                "repeat the content instead of the alias", rule="GP006")
                 return None
             self.open.add(id(node))
             try:
@@ -120,7 +120,7 @@ class _Builder:
                 continue
             if not isinstance(key_node, yaml.ScalarNode):
                 self.report.add(ERROR, _loc(self.file, key_node.start_mark), _render(path),
-                                "mapping keys must be plain strings, not lists or mappings")
+                                "mapping keys must be plain strings, not lists or mappings", rule="GP007")
                 continue
             key = key_node.value  # keys stay text: `yes:` or `1g.10gb:` must not turn into bools/floats
             child = path + (key,)
@@ -128,7 +128,7 @@ class _Builder:
                 first = self.source.keys.get(child)
                 where = f" (first defined at line {first.line})" if first else ""
                 self.report.add(ERROR, _loc(self.file, key_node.start_mark), _render(child),
-                                f'duplicate key "{key}"{where}; each key may appear once')
+                                f'duplicate key "{key}"{where}; each key may appear once', rule="GP004")
                 continue
             self.source.keys[child] = _loc(self.file, key_node.start_mark)
             out[key] = self.build(value_node, child)
@@ -141,7 +141,7 @@ class _Builder:
         sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
         if not all(isinstance(n, yaml.MappingNode) for n in sources):
             self.report.add(ERROR, _loc(self.file, key_node.start_mark), _render(path + ("<<",)),
-                            "a merge key `<<` takes a mapping alias such as *defaults (or a list of them)")
+                            "a merge key `<<` takes a mapping alias such as *defaults (or a list of them)", rule="GP006")
             return
         here = self.source.values.get(path)
         for source in sources:
@@ -162,16 +162,16 @@ class _Builder:
         except yaml.constructor.ConstructorError:
             self.report.add(ERROR, _loc(self.file, node.start_mark), _render(path),
                             f"the YAML tag {node.tag} is not supported in a spec; remove it (and quote "
-                            f"{node.value!r} if it is meant as text)")
+                            f"{node.value!r} if it is meant as text)", rule="GP005")
             return node.value
         except (yaml.YAMLError, ValueError, OverflowError) as exc:
             self.report.add(ERROR, _loc(self.file, node.start_mark), _render(path),
                             f"cannot read value {node.value!r}: {getattr(exc, 'problem', None) or exc}; "
-                            "quote it to give text")
+                            "quote it to give text", rule="GP005")
             return node.value
         if isinstance(value, float) and not math.isfinite(value):
             self.report.add(ERROR, _loc(self.file, node.start_mark), _render(path),
-                            f"{node.value} is not a finite number; give a number such as 1.5")
+                            f"{node.value} is not a finite number; give a number such as 1.5", rule="GP005")
             return None
         return value
 
@@ -190,16 +190,16 @@ def load_yaml_file(path: Path, file_label: str, source: SourceMap, report: Repor
     try:
         text = (path.read_bytes() if raw is None else raw).decode("utf-8")
     except FileNotFoundError:
-        report.add(ERROR, start, "", "file not found")
+        report.add(ERROR, start, "", "file not found", rule="GP002")
         return False, None
     except IsADirectoryError:
-        report.add(ERROR, start, "", "is a directory; expected a YAML file")
+        report.add(ERROR, start, "", "is a directory; expected a YAML file", rule="GP002")
         return False, None
     except UnicodeDecodeError as exc:
-        report.add(ERROR, start, "", f"not UTF-8 text ({exc.reason} at byte {exc.start}); save the file as UTF-8")
+        report.add(ERROR, start, "", f"not UTF-8 text ({exc.reason} at byte {exc.start}); save the file as UTF-8", rule="GP002")
         return False, None
     except OSError as exc:
-        report.add(ERROR, start, "", f"cannot read file: {exc.strerror}")
+        report.add(ERROR, start, "", f"cannot read file: {exc.strerror}", rule="GP002")
         return False, None
     try:
         node = yaml.compose(text, Loader=_Loader)
@@ -208,36 +208,36 @@ def load_yaml_file(path: Path, file_label: str, source: SourceMap, report: Repor
         where = _loc(file_label, mark) if mark else start
         problem = exc.problem or "invalid YAML"
         context = f" ({exc.context})" if exc.context else ""
-        report.add(ERROR, where, "", f"invalid YAML: {problem}{context}")
+        report.add(ERROR, where, "", f"invalid YAML: {problem}{context}", rule="GP001")
         return False, None
     except yaml.reader.ReaderError as exc:
         before = text[: exc.position]
         where = Location(file_label, before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1)
         char = exc.character if isinstance(exc.character, str) else chr(exc.character)
         report.add(ERROR, where, "", f"invalid YAML: character U+{ord(char):04X} is not allowed ({exc.reason}); "
-                                     "remove it, or write it as an escape inside a double-quoted string")
+                                     "remove it, or write it as an escape inside a double-quoted string", rule="GP001")
         return False, None
     except yaml.YAMLError as exc:
-        report.add(ERROR, start, "", f"invalid YAML: {exc}")
+        report.add(ERROR, start, "", f"invalid YAML: {exc}", rule="GP001")
         return False, None
     except RecursionError:
-        report.add(ERROR, start, "", "invalid YAML: values are nested too deeply to read")
+        report.add(ERROR, start, "", "invalid YAML: values are nested too deeply to read", rule="GP001")
         return False, None
     if node is None:
-        report.add(ERROR, start, "", "file is empty; expected a YAML mapping")
+        report.add(ERROR, start, "", "file is empty; expected a YAML mapping", rule="GP003")
         return False, None
     if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
         report.add(ERROR, _loc(file_label, node.start_mark), "",
-                   f"the file holds only {node.value or 'null'!r}; expected a YAML mapping")
+                   f"the file holds only {node.value or 'null'!r}; expected a YAML mapping", rule="GP003")
         return False, None
     builder = _Builder(file_label, source, report)
     try:
         return True, builder.build(node, base_path)
     except _TooLarge:
         report.add(ERROR, start, "", f"aliases expand this file to more than {MAX_VALUES:,} values; "
-                                     "write the values out instead of nesting aliases")
+                                     "write the values out instead of nesting aliases", rule="GP006")
     except RecursionError:
-        report.add(ERROR, start, "", "values are nested too deeply to read; a spec needs only a few levels")
+        report.add(ERROR, start, "", "values are nested too deeply to read; a spec needs only a few levels", rule="GP001")
     return False, None
 
 
@@ -309,12 +309,12 @@ def _include_tenants(data: dict, spec_path: Path, cwd: Path, source: SourceMap, 
         files = _tenant_files(entry, base)
         if isinstance(files, str):
             report.add(ERROR, source.value((TENANT_INCLUDE_KEY, i)), f"{TENANT_INCLUDE_KEY}[{i}]",
-                       f'"{entry}" {files}')
+                       f'"{entry}" {files}', rule="GP008")
             continue
         if files is None:
             report.add(ERROR, source.value((TENANT_INCLUDE_KEY, i)), f"{TENANT_INCLUDE_KEY}[{i}]",
                        f'"{entry}" matches no file or directory (relative to {base or "."}); '
-                       "give a directory of tenant files, a glob such as tenants/*.yaml, or a file")
+                       "give a directory of tenant files, a glob such as tenants/*.yaml, or a file", rule="GP008")
             continue
         for path in files:
             if path.resolve() in seen:

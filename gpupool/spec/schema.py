@@ -13,6 +13,7 @@ from gpupool.spec.paths import render_path
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
 SPEC_SCHEMA = SCHEMA_DIR / "gpupool.schema.json"
+SCHEMA_RULE = "GP010"  # documented in gpupool/rules/loading.py
 
 DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 _PATTERN_HINTS = {
@@ -246,7 +247,7 @@ def check(loaded: LoadedSpec, report: Report) -> set[tuple]:
         bad.add(path)
         if where in unreadable and not key_error:
             continue
-        report.add(ERROR, where, render_path(path, loaded.data), message)
+        report.add(ERROR, where, render_path(path, loaded.data), message, SCHEMA_RULE)
     return bad
 
 

@@ -67,7 +67,8 @@ def test_check_does_not_fit(capsys, argv, pattern):
 
 
 @pytest.mark.parametrize("argv,pattern", [
-    (["--gpu", "NVIDIA-T4", "1g.10gb=1"], r"unknown GPU model 'NVIDIA-T4'; known models: A100-40GB, .*RTX-PRO-6000"),
+    (["--gpu", "NVIDIA-T4", "1g.10gb=1"], r"T4 has no MIG: it is a whole-GPU model.*MIG models: A100-40GB, .*RTX-PRO-6000"),
+    (["--gpu", "H100-80G-X", "1g.10gb=1"], r"unknown GPU model 'H100-80G-X' \(did you mean H100-80GB\?\)"),
     (["--gpu", "H100-80GB", "1g.10gb=x"], r"non-negative integer"),
     (["--gpu", "H100-80GB", "=3"], r"expected PROFILE=COUNT"),
     (["--gpu", "H100-80GB", "1g.10gb=-1"], r"non-negative integer"),
@@ -115,7 +116,7 @@ def test_profiles_unknown_model(capsys):
 def test_suggest_single_layout_fragment(capsys):
     code, out, err = run(capsys, "suggest", "--gpu", "H100-80GB", "1g.10gb=20", "2g.20gb=10", "3g.40gb=10")
     assert code == 0, err
-    assert re.search(r"10 GPUs needed \(minimal; lower bound 10", out)
+    assert re.search(r"10 GPUs needed \(proven minimum; resource lower bound 10; solved by HiGHS in [\d.]+ m?s\)", out)
     fragment = out[out.index("sharing:"):]
     assert yaml.safe_load(fragment) == {"sharing": {"mig": {"layout": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}}}}
 
@@ -136,10 +137,13 @@ def test_suggest_several_layouts_without_nodes(capsys):
 
 
 @pytest.mark.parametrize("argv,code,pattern", [
-    (["--gpu", "H100-80GB", "1g.12gb=3"], 1, r"did you mean 1g\.10gb.*Valid profiles"),
+    (["--gpu", "H100-80GB", "1g.12gb=3"], 2, r"did you mean 1g\.10gb.*Valid profiles"),  # unknown profile: usage
     (["--gpu", "Quadro", "1g.10gb=3"], 2, r"unknown GPU model"),
     (["--gpu", "H100-80GB", "1g.10gb=three"], 2, r"non-negative integer"),
-    (["--gpu", "H100-80GB", "--gpus-per-node", "0", "1g.10gb=3"], 2, r"--gpus-per-node must be >= 1"),
+    (["--gpu", "H100-80GB", "--gpus-per-node", "0", "1g.10gb=3"], 2, r"--gpus-per-node must be between 1 and 64"),
+    (["--gpu", "H100-80GB", "1g.10gb=100000000000"], 2, r"needs at least 14285714286 H100-80GB GPUs; no Kubernetes "
+                                                        r"cluster holds more than 320,000"),
+    (["--gpu", "H100-80GB", "1g.10gb=" + "9" * 30], 2, r"30 digits: more instances than any cluster holds"),
     (["--gpu", "H100-80GB", "--gpus-per-node", "1", "7g.80gb=1", "4g.40gb=1"], 1, r"node pools"),
 ])
 def test_suggest_errors(capsys, argv, code, pattern):

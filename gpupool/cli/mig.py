@@ -1,7 +1,9 @@
-"""`gpupool mig check|profiles|suggest`: MIG geometry questions answered without a cluster.
+"""`gpupool mig models|check|profiles|suggest`: MIG geometry questions answered without a cluster.
 
-Exit status: 0 = fits / printed, 1 = layout does not fit (reasons on stderr), 2 = unknown model or malformed
-arguments. The geometry modules are imported inside the handlers so `gpupool --help` stays cheap.
+Exit status: 0 = fits / printed; 1 = layout does not fit, or (spec mode) the spec is invalid or its demand
+cannot be placed; 2 = usage error: unknown or non-MIG GPU model, unknown MIG profile, malformed or
+out-of-range arguments, missing spec file. The geometry modules (and HiGHS, for suggest) are imported inside
+the handlers so `gpupool --help` stays cheap.
 """
 from __future__ import annotations
 
@@ -24,27 +26,48 @@ def register(subparsers) -> None:
     sub = mig.add_subparsers(dest="mig_command", metavar="SUBCOMMAND")
     sub.required = True
 
+    models = sub.add_parser("models", help="list the GPU models gpupool knows (with and without MIG)",
+                            description="Every GPU model a spec's node pool may name: the MIG-capable models of the "
+                                        "catalog (with their profile count) and the whole-GPU models, with the GFD "
+                                        "product names (nvidia.com/gpu.product) accepted for each.")
+    models.set_defaults(func=cmd_models)
+
     check = sub.add_parser("check", help="does a layout fit one GPU? prints the placement",
                            description="Check that PROFILE=COUNT pairs (or one preset name such as all-balanced) "
                                        "fit on one GPU. Exit 0 = fits, 1 = does not fit, 2 = bad arguments.")
     check.add_argument("--gpu", required=True, metavar="MODEL", help="GPU model, alias or GFD product name")
-    check.add_argument("layout", nargs="+", metavar="PROFILE=COUNT|PRESET")
+    check.add_argument("layout", nargs="+", metavar="PROFILE=COUNT|PRESET",
+                       help="instances per profile (1g.10gb=2 3g.40gb=1), or one preset name")
     check.set_defaults(func=cmd_check)
 
-    profiles = sub.add_parser("profiles", help="list the MIG profiles and presets of a GPU model")
-    profiles.add_argument("--gpu", required=True, metavar="MODEL")
+    profiles = sub.add_parser("profiles", help="list the MIG profiles and presets of a GPU model",
+                              description="The MIG profiles of one GPU model (compute and memory slices, maximum "
+                                          "count, allowed start slots, fraction of a GPU) and its presets.")
+    profiles.add_argument("--gpu", required=True, metavar="MODEL", help="GPU model, alias or GFD product name")
     profiles.set_defaults(func=cmd_profiles)
 
     suggest = sub.add_parser("suggest", help="per-GPU layouts supplying a demand on the fewest GPUs",
                              description="Suggest per-GPU MIG layouts that supply PROFILE=COUNT instances on "
-                                         "as few GPUs as possible, with a spec fragment to paste.")
+                                         "the fewest GPUs, proven minimal by an integer program (HiGHS), with a "
+                                         "spec fragment to paste. With --pool NAME (and --spec SPEC or --stack "
+                                         "NAME), the demand is derived from the tenants' quotas on that pool. "
+                                         f"Demands that need more than {_max_gpus():,} GPUs (no cluster holds "
+                                         "more) are refused.")
     suggest.add_argument("--gpu", metavar="MODEL", help="GPU model (explicit mode, with PROFILE=COUNT demand)")
     suggest.add_argument("--gpus-per-node", type=int, metavar="N",
                          help="GPUs per node: express the fragment as identical nodes with per-GPU indices")
-    suggest.add_argument("--spec", metavar="SPEC", help="spec mode: derive the demand from the tenants' quotas")
+    from gpupool.cli.common import add_spec_argument
+
+    add_spec_argument(suggest, flag="--spec")
     suggest.add_argument("--pool", metavar="NAME", help="spec mode: the node pool whose MIG layout to suggest")
-    suggest.add_argument("demand", nargs="*", metavar="PROFILE=COUNT")
+    suggest.add_argument("demand", nargs="*", metavar="PROFILE=COUNT", help="explicit mode: instances per profile")
     suggest.set_defaults(func=cmd_suggest)
+
+
+def _max_gpus() -> int:
+    from gpupool.gpu.suggest import MAX_GPUS
+
+    return MAX_GPUS
 
 
 def _error(msg: str) -> None:
@@ -52,13 +75,15 @@ def _error(msg: str) -> None:
 
 
 def _model(name: str):
-    from gpupool.gpu.mig import catalog
+    from gpupool.gpu.models import UnknownGpu, require_mig
 
-    model = catalog().resolve(name)
-    if model is None:
-        raise _UsageError(f"unknown GPU model {name!r}; known models: {', '.join(catalog().names())} "
-                          "(GFD product names such as NVIDIA-H100-80GB-HBM3 are accepted too)")
-    return model
+    try:
+        return require_mig(name)
+    except UnknownGpu as exc:
+        raise _UsageError(str(exc)) from None
+
+
+_MAX_DIGITS = 15  # far above any real count; longer numbers are refused before they are even converted
 
 
 def _parse_pairs(items: list[str]) -> dict[str, int]:
@@ -70,6 +95,9 @@ def _parse_pairs(items: list[str]) -> dict[str, int]:
         profile, count = m["profile"], m["count"].strip()
         if not re.fullmatch(r"\d+", count):
             raise _UsageError(f"count in {item!r} must be a non-negative integer")
+        if len(count.lstrip("0")) > _MAX_DIGITS:
+            raise _UsageError(f"count for {profile} has {len(count.lstrip('0'))} digits: more instances than "
+                              f"any cluster holds (at most {_max_gpus():,} GPUs)")
         if profile in out:
             raise _UsageError(f"profile {profile} given twice")
         out[profile] = int(count)
@@ -151,47 +179,81 @@ def cmd_profiles(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    from gpupool.gpu.models import known_gpus
+
+    gpus = known_gpus().values()
+    rows = [["MODEL", "MIG", "MEMORY", "PROFILES", "ALSO ACCEPTED AS"]]
+    for g in sorted(gpus, key=lambda g: (g.mig is None, g.name)):
+        rows.append([g.name, "yes" if g.mig else "no", f"{g.memory_gb} GB",
+                     str(len(g.mig.profiles)) if g.mig else "-", ", ".join(g.aliases) or "-"])
+    print(_table(rows))
+    mig = sum(1 for g in gpus if g.mig)
+    print(f"\n{_count(mig, 'MIG-capable model')} (`gpupool mig profiles --gpu MODEL`), "
+          f"{_count(len(rows) - 1 - mig, 'whole-GPU model')} (share them with timeSlicing or mps). Names are "
+          "case-insensitive; GFD product names (the nvidia.com/gpu.product label) are accepted as well.")
+    return 0
+
+
+def _count(n: int, noun: str) -> str:
+    from gpupool.present.text import plural
+
+    return plural(n, noun)
+
+
 def cmd_suggest(args: argparse.Namespace) -> int:
-    if getattr(args, "spec", None) is not None or getattr(args, "pool", None) is not None:
+    if args.spec is not None or args.pool is not None or args.stack is not None:
         return _suggest_spec_mode(args)
     try:
         if not args.gpu or not args.demand:
-            raise _UsageError("give --gpu MODEL and PROFILE=COUNT..., or --spec SPEC --pool NAME")
+            raise _UsageError("give --gpu MODEL and PROFILE=COUNT..., or --pool NAME with --spec SPEC or --stack NAME")
         model = _model(args.gpu)
         demand = _parse_pairs(args.demand)
-        if args.gpus_per_node is not None and args.gpus_per_node < 1:
-            raise _UsageError("--gpus-per-node must be >= 1")
+        if args.gpus_per_node is not None and not 1 <= args.gpus_per_node <= 64:
+            raise _UsageError("--gpus-per-node must be between 1 and 64 (the spec's limit)")
     except _UsageError as exc:
         _error(str(exc))
         return 2
-    return _print_suggestion(model, demand, args.gpus_per_node)
+    return _print_suggestion(model, demand, args.gpus_per_node, usage_code=2)[0]
 
 
-def _print_suggestion(model, demand: dict[str, int], gpus_per_node: int | None) -> int:
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def _print_suggestion(model, demand: dict[str, int], gpus_per_node: int | None, *, usage_code: int):
+    """Print the suggestion; returns (exit code, Suggestion or None, NodeSuggestion or None).
+
+    A demand that names an unknown profile or exceeds the limits exits USAGE_CODE (2 when it came from the
+    command line, 1 when it was derived from a spec)."""
     from gpupool.gpu.suggest import spec_fragment, suggest, suggest_per_node
 
     try:
         s = suggest(model, demand)
     except ValueError as exc:
         _error(str(exc))
-        return 1
+        return usage_code, None, None
     if s.gpus == 0:
         print("nothing to place: every count is 0")
-        return 0
-    proof = "minimal" if s.optimal else f"at most {s.gpus - s.lp_bound} above the minimum"
-    print(f"{model.name}: {s.gpus} GPUs needed ({proof}; lower bound {s.lower_bound}, "
-          f"geometry-aware bound {s.lp_bound})")
+        return 0, s, None
+    if s.optimal:
+        proof = f"proven minimum; resource lower bound {s.lower_bound}"
+    else:
+        proof = f"best found, at most {s.gpus - s.bound} above the minimum (solver time limit)"
+    print(f"{model.name}: {_count(s.gpus, 'GPU')} needed ({proof}; solved by HiGHS in {_ms(s.solve_seconds)})")
     rows = [["GPUS", "LAYOUT"]] + [[str(n), " + ".join(f"{p}×{c}" for p, c in L.items())] for L, n in s.layouts]
     print(_table(rows))
     print("supplied: " + ", ".join(f"{p}: {n} (demand {s.demand.get(p, 0)})" for p, n in s.supplied.items()))
+    ns = None
     if gpus_per_node:
         try:
             ns = suggest_per_node(model, demand, gpus_per_node)
         except ValueError as exc:
             _error(str(exc))
-            return 1
-        print(f"\nas identical {gpus_per_node}-GPU nodes: {ns.nodes} nodes "
-              f"({ns.nodes * gpus_per_node} GPUs), supplying "
+            return 1, s, None
+        print(f"\nas identical {gpus_per_node}-GPU nodes: {_count(ns.nodes, 'node')} "
+              f"({_count(ns.nodes * gpus_per_node, 'GPU')}, {'proven minimum' if ns.optimal else 'best found'}; "
+              f"HiGHS {_ms(ns.solve_seconds)}), supplying "
               + ", ".join(f"{p}: {n}" for p, n in ns.supplied.items()))
         print("\nspec fragment (node pool):\n")
         print(spec_fragment(model, ns.per_gpu), end="")
@@ -201,28 +263,36 @@ def _print_suggestion(model, demand: dict[str, int], gpus_per_node: int | None) 
     else:
         print("\nspec fragments, one node pool per layout (or pass --gpus-per-node N for one per-GPU fragment):")
         for layout, n in s.layouts:
-            print(f"\n# {n} GPU{'s' if n != 1 else ''}")
+            print(f"\n# {_count(n, 'GPU')}")
             print(spec_fragment(model, [layout]), end="")
-    return 0
+    return 0, s, ns
+
+
+def _current_per_gpu(pool) -> list[dict[str, int]]:
+    """The pool's layout per GPU index ({} = MIG disabled)."""
+    per_gpu: list[dict[str, int]] = [{} for _ in range(pool.gpus_per_node)]
+    for g in pool.sharing.mig:
+        for i in g.gpus:
+            per_gpu[i] = {p: n for p, n in g.layout.items() if n}
+    return per_gpu
 
 
 def _suggest_spec_mode(args: argparse.Namespace) -> int:
     from gpupool.analysis.mig_demand import SpecModeError, current_nodes_needed, derive_demand
     from gpupool.analysis.diff import layout_text
-    from gpupool.cli.common import valid_spec_or_report
+    from gpupool.cli.common import spec_path, valid_spec_or_report
     from gpupool.model import platform as m
     from gpupool.present.numbers import units as units_text
 
     try:
-        if not args.spec or not args.pool:
-            raise SpecModeError("spec mode needs both --spec SPEC and --pool NAME")
+        if not args.pool:
+            raise SpecModeError("spec mode needs --pool NAME (with --spec SPEC, --stack NAME or $GPUPOOL_SPEC)")
         if args.gpu or args.demand:
-            raise SpecModeError("give either --gpu MODEL PROFILE=COUNT... or --spec SPEC --pool NAME, not both")
-        from pathlib import Path
-
-        if not Path(args.spec).is_file():
-            raise SpecModeError(f"{args.spec}: no such file")
-        spec = valid_spec_or_report(args.spec, "invalid; fix it before deriving a MIG demand from it")
+            raise SpecModeError("give either --gpu MODEL PROFILE=COUNT... or --pool NAME with a spec, not both")
+        if args.gpus_per_node is not None and not 1 <= args.gpus_per_node <= 64:
+            raise SpecModeError("--gpus-per-node must be between 1 and 64 (the spec's limit)")
+        path = spec_path(args)
+        spec = valid_spec_or_report(path, "invalid; fix it before deriving a MIG demand from it")
         if spec is None:
             return 1
         derived = derive_demand(spec, args.pool)
@@ -230,7 +300,7 @@ def _suggest_spec_mode(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     pool, model = derived.pool, derived.model
-    print(f"demand derived from {args.spec}, pool {pool.name} ({pool.node_count}×{pool.gpus_per_node} {model.name}"
+    print(f"demand derived from {path}, pool {pool.name} ({pool.node_count}×{pool.gpus_per_node} {model.name}"
           f"{f', {pool.sharing.kind} ×{pool.sharing.replicas}' if pool.sharing.replicas != 1 else ''}):")
     for advertised, total, share, units in derived.rows:
         how = f"granted {total}"
@@ -240,30 +310,39 @@ def _suggest_spec_mode(args: argparse.Namespace) -> int:
             how += f" / {pool.sharing.replicas} replicas"
         print(f"  {advertised}: {how} → {units}")
     if derived.whole_gpus:
-        print(f"  plus {derived.whole_gpus} whole GPUs (MIG disabled) for {m.GPU}: not part of the MIG suggestion")
+        print(f"  plus {_count(derived.whole_gpus, 'whole GPU')} (MIG disabled) for {m.GPU}: "
+              "not part of the MIG suggestion")
     print()
     per_node = args.gpus_per_node
     if per_node is None and not derived.whole_gpus:
         per_node = pool.gpus_per_node
-    code = _print_suggestion(model, dict(derived.demand), per_node)
-    if code != 0:
+    code, s, ns = _print_suggestion(model, dict(derived.demand), per_node, usage_code=1)
+    if code != 0 or s is None:
         return code
-    from gpupool.gpu.suggest import suggest
-
-    s = suggest(model, derived.demand)
     now_nodes = current_nodes_needed(derived)
     suggested = s.gpus + derived.whole_gpus
     print(f"\ncompared with the current layout ({layout_text(pool)}):")
-    print(f"  pool now:        {pool.node_count} nodes × {pool.gpus_per_node} GPUs = {pool.total_gpus} GPUs")
-    print(f"  needed now:      {now_nodes} nodes = {now_nodes * pool.gpus_per_node} GPUs with the current layout")
-    print(f"  suggested:       {suggested} GPUs"
+    print(f"  pool now:        {_count(pool.node_count, 'node')} × {_count(pool.gpus_per_node, 'GPU')} = "
+          f"{_count(pool.total_gpus, 'GPU')}")
+    print(f"  needed now:      {_count(now_nodes, 'node')} = {_count(now_nodes * pool.gpus_per_node, 'GPU')} "
+          "with the current layout")
+    print(f"  suggested:       {_count(suggested, 'GPU')}"
           + (f" ({s.gpus} MIG + {derived.whole_gpus} whole)" if derived.whole_gpus else "")
-          + f", {math.ceil(suggested / pool.gpus_per_node)} nodes of {pool.gpus_per_node} GPUs")
+          + f", {_count(math.ceil(suggested / pool.gpus_per_node), 'node')} of {_count(pool.gpus_per_node, 'GPU')}")
     diff = now_nodes * pool.gpus_per_node - suggested
     if diff > 0:
-        print(f"  the suggested layout needs {diff} fewer GPUs than the current one for the same grants")
+        print(f"  the suggested layout needs {_count(diff, 'GPU')} fewer than the current one for the same grants")
     elif diff < 0:
-        print(f"  the current layout packs this demand tighter by {-diff} GPUs (node granularity included)")
+        print(f"  the current layout packs this demand tighter by {_count(-diff, 'GPU')} (node granularity included)")
     else:
         print("  the current layout is as tight as the suggestion")
+    in_use = any(total for _, total, _, _ in derived.rows) and pool.node_count > 0
+    relayout = ns is None or ns.per_gpu != _current_per_gpu(pool)
+    if in_use and relayout:
+        from gpupool.present.text import WARN
+
+        print(f"\n{WARN} adopting the suggestion re-partitions pool {pool.name}, which is in use: "
+              f"{'its node gets' if pool.node_count == 1 else f'its {pool.node_count} nodes get'} a new MIG config, and MIG Manager evicts every GPU workload "
+              "on a node before it re-partitions that node's GPUs (roll it out node by node; `gpupool diff` lists "
+              "the nodes)")
     return 0

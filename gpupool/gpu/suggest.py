@@ -2,22 +2,22 @@
 
 Why this shape: a GPU model has only a few dozen maximal single-GPU layouts, so the problem is a small integer
 covering program  min sum(x_l)  s.t.  sum_l x_l * layout_l >= demand,  x integer >= 0  over those layouts.
-- Small demands (a handful of GPUs) are solved exactly by iterative-deepening search.
-- Large demands solve the LP relaxation (a tiny simplex: one row per layout, one column per profile), keep
-  floor(x), and cover the small residual exactly. The LP value is also a valid lower bound, tighter than the
-  simple resource bound because it knows the geometry (e.g. 4g + 2g×2 never fits on one GPU).
+HiGHS solves it to a proven optimum (branch and bound closes the gap to 0); the program has one variable per
+non-dominated layout and one row per demanded profile whatever the counts are, so time and memory do not grow
+with the demand (counts are only right-hand sides). The answer is kept as (layout, number of GPUs) pairs,
+never one entry per GPU. `highspy` is imported inside the solver, so only `mig suggest` pays for it.
+Demands no Kubernetes cluster could hold are refused before anything is solved (MAX_GPUS).
 Every layout returned is re-checked with `gpupool.gpu.mig.check_layout`.
 """
 from __future__ import annotations
 
 import functools
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from gpupool.gpu.mig import GpuModel, catalog, check_layout, closest_profile, compute_instance_split, fits
-
-_EPS = 1e-9
 
 
 @dataclass
@@ -28,11 +28,13 @@ class Suggestion:
     gpus: int
     lower_bound: int          # resource bound: compute, memory, instance count, per-profile max
     supplied: dict[str, int]
-    lp_bound: int = 0         # ceil(LP relaxation): also a valid lower bound, at least lower_bound
-    optimal: bool = False     # proven minimal (gpus meets a lower bound, or exhaustive search)
+    bound: int = 0            # the solver's proven lower bound (= gpus when optimal), at least lower_bound
+    optimal: bool = False     # proven minimal by HiGHS (the branch-and-bound gap closed)
+    solve_seconds: float = 0.0  # HiGHS wall time
 
     def per_gpu(self) -> list[dict[str, int]]:
-        """One layout per GPU, in order (GPUs sharing a layout are adjacent)."""
+        """One layout per GPU, in order (GPUs sharing a layout are adjacent). Only for small answers (one
+        node's GPUs): a huge demand's answer stays as (layout, count) pairs."""
         return [dict(layout) for layout, n in self.layouts for _ in range(n)]
 
 
@@ -45,6 +47,8 @@ class NodeSuggestion:
     nodes: int
     per_gpu: list[dict[str, int]]
     supplied: dict[str, int] = field(default_factory=dict)  # over all nodes
+    optimal: bool = True      # every per-node solve was proven optimal
+    solve_seconds: float = 0.0  # HiGHS wall time over all the solves
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -53,10 +57,9 @@ class NodeSuggestion:
 def _model(model: GpuModel | str) -> GpuModel:
     if isinstance(model, GpuModel):
         return model
-    found = catalog().resolve(model)
-    if found is None:
-        raise ValueError(f"unknown GPU model {model!r} (known: {', '.join(catalog().names())})")
-    return found
+    from gpupool.gpu.models import require_mig
+
+    return require_mig(model)  # UnknownGpu is a ValueError
 
 
 def _check_demand(model: GpuModel, demand: Mapping[str, int]) -> dict[str, int]:
@@ -145,239 +148,132 @@ def _nondominated(vectors: Sequence[tuple[int, ...]]) -> list[tuple[int, ...]]:
     return keep
 
 
-# ------------------------------------------------------------------------------------- exact small search
+# ---------------------------------------------------------------------------------------------- solver
+
+# Kubernetes supports clusters of up to 5,000 nodes, and the spec allows at most 64 GPUs per node: a demand
+# whose resource lower bound exceeds this cannot be placed in any cluster gpupool manages, so it is refused
+# instead of solved (the numbers then also stay far inside the solver's exact-integer range).
+MAX_NODES = 5_000
+MAX_GPUS_PER_NODE = 64
+MAX_GPUS = MAX_NODES * MAX_GPUS_PER_NODE
+TIME_LIMIT_S = 10.0  # the programs are tiny; this only guards against a solver pathology
 
 
-class _Budget(Exception):
-    pass
+class DemandTooLarge(ValueError):
+    """The demand needs more GPUs than any one cluster can have."""
 
 
-def _exact_cover(columns: list[tuple[int, ...]], need: tuple[int, ...], k_max: int,
-                 bound, budget: int = 200_000) -> list[tuple[int, ...]] | None:
-    """Fewest columns (with repetition) covering `need`, using at most k_max; None if none within k_max.
-
-    Iterative deepening from the lower bound. Branching is on the unmet profile with the fewest useful
-    columns: any cover must contain a column supplying it, so the search is complete. Raises _Budget when the
-    node budget runs out (the caller then falls back to a heuristic).
-    """
-    m = len(need)
-    nodes = [0]
-    failed: set[tuple[tuple[int, ...], int]] = set()
-
-    def rec(r: tuple[int, ...], k: int) -> list[tuple[int, ...]] | None:
-        if not any(r):
-            return []
-        if k == 0 or bound(r) > k or (r, k) in failed:
-            return None
-        nodes[0] += 1
-        if nodes[0] > budget:
-            raise _Budget
-        best_p, best_cols = -1, None
-        for p in range(m):
-            if r[p]:
-                cols = [c for c in columns if c[p]]
-                if best_cols is None or len(cols) < len(best_cols):
-                    best_p, best_cols = p, cols
-        if not best_cols:
-            failed.add((r, k))
-            return None
-        # Try the columns that cover most of what is left first; dedupe after capping to r.
-        seen = set()
-        ordered = []
-        for c in best_cols:
-            capped = tuple(min(a, b) for a, b in zip(c, r))
-            if capped not in seen:
-                seen.add(capped)
-                ordered.append((capped, c))
-        ordered = [(cap, c) for cap, c in ordered
-                   if not any(o != cap and all(x >= y for x, y in zip(o, cap)) for o, _ in ordered)]
-        ordered.sort(key=lambda t: -sum(t[0]))
-        for capped, c in ordered:
-            sub = rec(tuple(a - b for a, b in zip(r, capped)), k - 1)
-            if sub is not None:
-                return [c] + sub
-        failed.add((r, k))
-        return None
-
-    for k in range(max(bound(need), 0), k_max + 1):
-        found = rec(need, k)
-        if found is not None:
-            return found
-    return None
+def _limit(model: GpuModel, need: Mapping[str, int], lb: int) -> None:
+    if lb > MAX_GPUS:
+        shown = lb if lb < 10**12 else f"about 10^{len(str(lb)) - 1}"
+        raise DemandTooLarge(f"this demand needs at least {shown} {model.name} GPUs; no Kubernetes cluster holds "
+                             f"more than {MAX_GPUS:,} ({MAX_NODES:,} nodes × {MAX_GPUS_PER_NODE} GPUs), so it is "
+                             "not computed; check the counts")
 
 
-# ------------------------------------------------------------------------------------------------- LP
+@dataclass
+class _Solved:
+    x: list[int]
+    bound: int
+    optimal: bool
+    seconds: float
 
 
-def _lp_cover(columns: list[tuple[int, ...]], need: tuple[int, ...]) -> list[float]:
-    """Fractional x >= 0 minimising sum(x) with sum x_l * columns[l] >= need.
+def _solve(cols: list[tuple[int, ...]], need: tuple[int, ...], time_limit: float = TIME_LIMIT_S) -> _Solved:
+    """min sum(x) s.t. cols^T x >= need, x integer >= 0, with HiGHS; x is returned as exact integers.
 
-    Solved through the dual  max need·y  s.t.  columns·y <= 1, y >= 0  with a condensed (Tucker) tableau:
-    one row per layout, one column per nonbasic variable, so a pivot costs O(layouts × profiles). Bland's rule
-    prevents cycling. The primal x_l is the shadow price of row l in the optimal tableau.
-    """
-    n, m = len(columns), len(need)
-    T = [list(map(float, c)) for c in columns]      # rows: basic vars (initially slacks s_l)
-    b = [1.0] * n
-    c = [float(v) for v in need]                    # reduced costs of nonbasic vars (initially y_p)
-    basic = [("s", i) for i in range(n)]
-    nonbasic = [("y", j) for j in range(m)]
-    for _ in range(10_000):
-        enter = None
-        for j in sorted(range(m), key=lambda j: nonbasic[j]):
-            if c[j] > _EPS:
-                enter = j
-                break
-        if enter is None:
-            break
-        row, best = None, None
-        for i in range(n):
-            if T[i][enter] > _EPS:
-                ratio = b[i] / T[i][enter]
-                if best is None or ratio < best - _EPS or (abs(ratio - best) <= _EPS and basic[i] < basic[row]):
-                    row, best = i, ratio
-        if row is None:  # unbounded dual: some profile no layout supplies (cannot happen after validation)
-            raise ValueError("demand cannot be supplied by any layout")
-        p = T[row][enter]
-        Tr = T[row]
-        new_r = [v / p for v in Tr]
-        new_r[enter] = 1.0 / p
-        br = b[row] / p
-        for i in range(n):
-            if i == row:
-                continue
-            Ti = T[i]
-            f = Ti[enter]
-            if f != 0.0:
-                for j in range(m):
-                    Ti[j] -= f * new_r[j]
-                Ti[enter] = -f / p
-                b[i] -= f * br
-        ce = c[enter]
-        for j in range(m):
-            c[j] -= ce * new_r[j]
-        c[enter] = -ce / p
-        T[row], b[row] = new_r, br
-        basic[row], nonbasic[enter] = nonbasic[enter], basic[row]
-    x = [0.0] * n
-    for j, (kind, idx) in enumerate(nonbasic):
-        if kind == "s":
-            x[idx] = max(0.0, -c[j])
-    return x
+    `highspy._Highs` is the plain solver binding: the `highspy.Highs` wrapper installs Python callbacks whose
+    set-up prints a banner to the C stdout, which would corrupt our output."""
+    import highspy
+    import numpy as np
+
+    n, m = len(cols), len(need)
+    h = highspy._Highs()
+    for option, value in (("output_flag", False), ("threads", 1), ("mip_rel_gap", 0.0),
+                          ("mip_abs_gap", 0.5), ("time_limit", float(time_limit)), ("random_seed", 0)):
+        h.setOptionValue(option, value)
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = n, m
+    lp.col_cost_ = np.ones(n)
+    lp.col_lower_ = np.zeros(n)
+    lp.col_upper_ = np.full(n, highspy.kHighsInf)
+    lp.row_lower_ = np.array(need, dtype=float)
+    lp.row_upper_ = np.full(m, highspy.kHighsInf)
+    start, index, value = [0], [], []
+    for col in cols:
+        for i, v in enumerate(col):
+            if v:
+                index.append(i)
+                value.append(float(v))
+        start.append(len(index))
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = np.array(start, dtype=np.int32)
+    lp.a_matrix_.index_ = np.array(index, dtype=np.int32)
+    lp.a_matrix_.value_ = np.array(value)
+    lp.integrality_ = [highspy.HighsVarType.kInteger] * n
+    h.passModel(lp)
+    t = time.perf_counter()
+    h.run()
+    seconds = time.perf_counter() - t
+    status = h.getModelStatus()
+    info = h.getInfo()
+    x = [max(0, round(v)) for v in h.getSolution().col_value] if info.primal_solution_status else [0] * n
+    # Integer arithmetic decides feasibility, not the solver's tolerances: top up any shortfall (none expected)
+    # with single-profile layouts, and then the answer is no longer claimed optimal.
+    short = [max(0, need[i] - sum(c[i] * k for c, k in zip(cols, x))) for i in range(m)]
+    topped = False
+    for i, r in enumerate(short):
+        if r:
+            best = max(range(n), key=lambda j: cols[j][i])
+            x[best] += -(-r // cols[best][i])
+            topped = True
+    bound = max(0, math.ceil(info.mip_dual_bound - 1e-6)) if math.isfinite(info.mip_dual_bound) else 0
+    optimal = status == highspy.HighsModelStatus.kOptimal and not topped
+    if optimal:
+        bound = sum(x)
+    return _Solved(x, min(bound, sum(x)), optimal, seconds)
 
 
 # ---------------------------------------------------------------------------------------------- suggest
 
 
-def _greedy(columns: list[tuple[int, ...]], need: tuple[int, ...], weights: Sequence[float]) -> list[tuple[int, ...]]:
-    """Fallback: repeatedly take the layout covering the most remaining (weighted) demand."""
-    out = []
-    r = list(need)
-    while any(r):
-        best = max(columns, key=lambda col: sum(w * min(a, b) for w, a, b in zip(weights, col, r)))
-        out.append(best)
-        r = [max(0, a - b) for a, b in zip(r, best)]
-    return out
+def suggest(model: GpuModel | str, demand: Mapping[str, int]) -> Suggestion:
+    """Per-GPU layouts supplying at least `demand` (profile -> MIG instances) on the fewest GPUs (proven by
+    HiGHS; `optimal` is False only if the solver hit its time limit).
 
-
-def suggest(model: GpuModel | str, demand: Mapping[str, int], *, exact_up_to: int = 8) -> Suggestion:
-    """Per-GPU layouts supplying at least `demand` (profile -> MIG instances) on as few GPUs as we can find.
-
-    Raises ValueError for an unknown model or profile, or a negative / non-integer count.
+    Raises ValueError for an unknown model or profile or a negative / non-integer count, and DemandTooLarge
+    (a ValueError) for a demand no cluster could hold.
     """
     m = _model(model)
     need_map = _check_demand(m, demand)
     lb = _resource_bound(m, need_map)
     if not need_map:
         return Suggestion(m.name, {}, [], 0, 0, {}, 0, True)
+    _limit(m, need_map, lb)
     names = [p for p in m.profiles if p in need_map]
     need = tuple(need_map[p] for p in names)
     cols = _nondominated([tuple(dict(L).get(p, 0) for p in names) for L in maximal_layouts(m)])
     cols = [c for c in cols if any(c)]
-
-    def bound(r: tuple[int, ...]) -> int:
-        return _resource_bound(m, {p: v for p, v in zip(names, r) if v})
-
-    x = _lp_cover(cols, need)
-    lp = sum(x)
-    lp_bound = max(lb, math.ceil(lp - 1e-6))
-    chosen: list[tuple[int, ...]] | None = None
-    optimal = False
-
-    if lp_bound <= exact_up_to:
-        try:
-            chosen = _exact_cover(cols, need, k_max=lp_bound + len(names), bound=bound)
-            optimal = chosen is not None
-        except _Budget:
-            chosen = None
-    if chosen is None:
-        base = [math.floor(v + 1e-7) for v in x]
-        chosen = _round_and_repair(cols, need, base, bound, x)
-    gpus = len(chosen)
-    if gpus <= lp_bound:
-        optimal = True
-
-    groups: dict[tuple[int, ...], int] = {}
-    for col in chosen:
-        groups[col] = groups.get(col, 0) + 1
+    solved = _solve(cols, need)
     layouts = []
-    for col, n in sorted(groups.items(), key=lambda t: (-t[1], t[0])):
+    for col, n in sorted(((c, k) for c, k in zip(cols, solved.x) if k), key=lambda t: (-t[1], t[0])):
         layout = {p: v for p, v in zip(names, col) if v}
         fit = check_layout(m, layout)
         if not fit.ok:  # an internal error, never a user error: fail loudly
             raise AssertionError(f"suggested layout {layout} does not fit {m.name}: {fit.reasons}")
         layouts.append((layout, n))
-    supplied = {p: sum(col[i] for col in chosen) for i, p in enumerate(names)}
-    return Suggestion(m.name, dict(need_map), layouts, gpus, lb, supplied, lp_bound, optimal)
-
-
-def _round_and_repair(cols, need, base, bound, x) -> list[tuple[int, ...]]:
-    """floor(LP) plus an exact cover of the residual; also tries giving back a GPU or two of the rounded part
-    to the exact search, which often recovers the LP ceiling."""
-
-    def residual(b):
-        r = list(need)
-        for col, k in zip(cols, b):
-            if k:
-                r = [a - k * v for a, v in zip(r, col)]
-        return tuple(max(0, v) for v in r)
-
-    def expand(b):
-        return [col for col, k in zip(cols, b) for _ in range(k)]
-
-    weights = [1.0] * len(need)
-    best: list[tuple[int, ...]] | None = None
-    frac = sum(1 for v, k in zip(x, base) if v - k > 1e-7)
-    for give_back in range(0, 3):
-        b = list(base)
-        # remove `give_back` GPUs from the most used layouts
-        for _ in range(give_back):
-            i = max(range(len(b)), key=lambda i: b[i])
-            if b[i] == 0:
-                break
-            b[i] -= 1
-        r = residual(b)
-        limit = frac + give_back + 1 if best is None else len(best) - sum(b) - 1
-        if limit < 0:
-            continue
-        try:
-            rest = _exact_cover(cols, r, k_max=limit, bound=bound, budget=20_000)
-        except _Budget:
-            rest = None
-        if rest is None and best is None:
-            rest = _greedy(cols, r, weights)
-        if rest is not None:
-            cand = expand(b) + rest
-            if best is None or len(cand) < len(best):
-                best = cand
-    assert best is not None
-    return best
+    gpus = sum(solved.x)
+    supplied = {p: sum(col[i] * k for col, k in zip(cols, solved.x)) for i, p in enumerate(names)}
+    return Suggestion(m.name, dict(need_map), layouts, gpus, lb, supplied, max(lb, solved.bound),
+                      solved.optimal, solved.seconds)
 
 
 def suggest_per_node(model: GpuModel | str, demand: Mapping[str, int], gpus_per_node: int) -> NodeSuggestion:
-    """Identical nodes: find the fewest nodes N such that one node's GPUs supply ceil(demand / N).
+    """Identical nodes: the fewest nodes N such that one node's GPUs supply ceil(demand / N).
 
-    A node pool has one MIG section for all its nodes, so every node gets the same per-GPU layouts.
+    A node pool has one MIG section for all its nodes, so every node gets the same per-GPU layouts. Whether
+    N nodes suffice is monotone in N (ceil(demand / N) only shrinks, and so does the GPUs it needs), so N is
+    found by bisection: a few dozen solves at most, whatever the demand.
     Raises ValueError when no single node layout can carry every profile (e.g. 7g + 4g on 1-GPU nodes).
     """
     m = _model(model)
@@ -386,29 +282,42 @@ def suggest_per_node(model: GpuModel | str, demand: Mapping[str, int], gpus_per_
     need = _check_demand(m, demand)
     if not need:
         return NodeSuggestion(m.name, {}, gpus_per_node, 0, [], {})
-    nodes = max(1, math.ceil(suggest(m, need).gpus / gpus_per_node))
-    while True:
-        per_node = {p: math.ceil(n / nodes) for p, n in need.items()}
-        s = suggest(m, per_node)
+    free = suggest(m, need)
+    seconds = [free.solve_seconds]
+
+    def per_node(nodes: int) -> Suggestion:
+        s = suggest(m, {p: -(-n // nodes) for p, n in need.items()})
+        seconds.append(s.solve_seconds)
+        return s
+
+    lo = max(1, -(-free.gpus // gpus_per_node))
+    hi = max(lo, max(need.values()))  # at hi nodes each node needs at most one instance of each profile
+    best = per_node(hi)
+    if best.gpus > gpus_per_node:
+        raise ValueError(f"one {gpus_per_node}-GPU node of {m.name} cannot carry one instance of every "
+                         f"profile in {need}; split the demand over node pools")
+    while lo < hi:
+        mid = (lo + hi) // 2
+        s = per_node(mid)
         if s.gpus <= gpus_per_node:
-            per_gpu = s.per_gpu()
-            # Spare GPUs repeat the layouts already chosen: extra supply beats idle MIG-enabled GPUs.
-            i = 0
-            while len(per_gpu) < gpus_per_node:
-                per_gpu.append(dict(per_gpu[i]))
-                i += 1
-            # keep GPUs with the same layout adjacent so the perGpu index lists stay readable
-            order = []
-            for g in per_gpu:
-                if g not in order:
-                    order.append(g)
-            per_gpu = [dict(g) for g in order for _ in range(per_gpu.count(g))]
-            supplied = {p: nodes * sum(g.get(p, 0) for g in per_gpu) for p in need}
-            return NodeSuggestion(m.name, need, gpus_per_node, nodes, per_gpu, supplied)
-        if all(v <= 1 for v in per_node.values()):
-            raise ValueError(f"one {gpus_per_node}-GPU node of {m.name} cannot carry one instance of every "
-                             f"profile in {need}; split the demand over node pools")
-        nodes += 1
+            hi, best = mid, s
+        else:
+            lo = mid + 1
+    nodes, s = hi, best  # best is always the solve at hi
+    per_gpu = s.per_gpu()  # at most gpus_per_node entries
+    # Spare GPUs repeat the layouts already chosen: extra supply beats idle MIG-enabled GPUs.
+    i = 0
+    while len(per_gpu) < gpus_per_node:
+        per_gpu.append(dict(per_gpu[i]))
+        i += 1
+    # keep GPUs with the same layout adjacent so the perGpu index lists stay readable
+    order = []
+    for g in per_gpu:
+        if g not in order:
+            order.append(g)
+    per_gpu = [dict(g) for g in order for _ in range(per_gpu.count(g))]
+    supplied = {p: nodes * sum(g.get(p, 0) for g in per_gpu) for p in need}
+    return NodeSuggestion(m.name, need, gpus_per_node, nodes, per_gpu, supplied, s.optimal, sum(seconds))
 
 
 # ----------------------------------------------------------------------------------------- spec fragment

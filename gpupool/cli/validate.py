@@ -1,38 +1,68 @@
-"""`gpupool validate SPEC...`: every problem in every spec, located, in one run."""
+"""`gpupool validate SPEC...`: every problem in every spec, located and with its rule id, in one run."""
 from __future__ import annotations
 
 import sys
+
+from gpupool.cli.common import add_output_format, add_spec_argument, spec_paths
+from gpupool.present.diagnostics import FORMATS
 
 
 def register(sub) -> None:
     p = sub.add_parser("validate", help="check specs without touching a cluster",
                        description="Check one or more stack specs (and the tenant files they include). "
-                                   "Prints FILE:LINE:COL: error: MESSAGE per problem; exit 1 on any error.")
-    p.add_argument("specs", nargs="+", metavar="SPEC")
+                                   "Prints FILE:LINE:COL: error: PATH: MESSAGE [RULE] per problem (rules: "
+                                   "docs/rules.md); exit 1 on any error.")
+    add_spec_argument(p, many=True)
+    add_output_format(p, FORMATS, "text",
+                      help="text (default; problems on stderr), json, github (workflow annotations) or "
+                           "sarif (SARIF 2.1.0, for code-scanning upload); machine formats go to stdout")
     p.add_argument("--strict", action="store_true", help="treat warnings as errors")
     p.add_argument("-q", "--quiet", action="store_true", help="print problems only, no summary")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from gpupool.present import diagnostics as present
     from gpupool.rules.engine import validate_file
 
-    failed = False
-    for path in args.specs:
+    checked = []
+    for path in spec_paths(args):
         result = validate_file(path)
         diagnostics = result.report.sorted()
-        for d in diagnostics:
-            print(d.render(), file=sys.stderr)
         errors = sum(d.is_error for d in diagnostics)
         warnings = len(diagnostics) - errors
-        bad = errors or result.spec is None or (args.strict and warnings)
-        failed = failed or bool(bad)
+        ok = not errors and result.spec is not None and not (args.strict and warnings)
+        if ok and result.spec is not None:
+            spec = result.spec
+            summary = (f"ok ({len(spec.pools)} pools, {len(spec.tiers)} tiers, {len(spec.tenants)} tenants"
+                       f"{f', {warnings} warnings' if warnings else ''})")
+        else:
+            summary = (f"{errors} errors, {warnings} warnings"
+                       f"{' (--strict: warnings count as errors)' if args.strict and warnings else ''}")
+        item = present.Checked(result.loaded.path, diagnostics, ok, summary)
+        checked.append(item)
+        if args.output == "text":
+            for d in diagnostics:
+                print(d.render(), file=sys.stderr)
+            if not args.quiet:
+                print(f"{item.path}: {summary}", file=sys.stdout if ok else sys.stderr)
+    if args.output != "text":
+        if args.output == "json":
+            sys.stdout.write(present.as_json(checked))
+        elif args.output == "github":
+            sys.stdout.write(present.as_github(checked))
+        else:
+            sys.stdout.write(present.as_sarif(checked, _version()))
         if not args.quiet:
-            if result.spec is not None and not bad:
-                spec = result.spec
-                print(f"{path}: ok ({len(spec.pools)} pools, {len(spec.tiers)} tiers, {len(spec.tenants)} tenants"
-                      f"{f', {warnings} warnings' if warnings else ''})")
-            else:
-                print(f"{path}: {errors} errors, {warnings} warnings"
-                      f"{' (--strict: warnings count as errors)' if args.strict and warnings else ''}", file=sys.stderr)
-    return 1 if failed else 0
+            for item in checked:
+                print(f"{item.path}: {item.summary}", file=sys.stderr)
+    return 0 if all(c.ok for c in checked) else 1
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gpupool")
+    except PackageNotFoundError:  # pragma: no cover (running from a checkout without installing)
+        return "0"

@@ -41,6 +41,7 @@ def test_an_internal_error_is_one_line_not_a_traceback(tmp_path, capsys, monkeyp
 
     monkeypatch.setattr(v, "validate_file", boom)
     monkeypatch.delenv("GPUPOOL_DEBUG", raising=False)
+    (tmp_path / "x.yaml").write_text("{}\n")  # exists: a missing spec is a usage error (exit 2), not this
     assert main(["validate", str(tmp_path / "x.yaml")]) == 70
     err = capsys.readouterr().err
     assert "internal error: RuntimeError: simulated bug" in err and "Traceback" not in err

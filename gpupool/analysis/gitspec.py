@@ -2,15 +2,20 @@
 
 `materialize(ref, spec_path, dest)` writes them under `dest` with the same layout relative to the repository
 root, so the spec validates there exactly as it did at that commit. Only `git` plumbing is used
-(`rev-parse`, `show`, `archive`); the working tree and index are never touched.
+(`rev-parse`, `ls-tree`, `cat-file --batch`); the working tree and index are never touched. Not `git archive`:
+it skips `export-ignore` paths, so a tenant file marked that way would read as onboarded.
+
+Every tracked file under the stack's directory and the paths the spec names is written byte for byte (a bad
+encoding is then reported by the loader, located, like in a working tree). Symlinks are recreated as
+symlinks, never resolved here: one whose target stays inside the repository keeps its relative target (and
+that target is materialised too); one that leaves the repository points at the same absolute path it
+would from the real checkout. The loader then treats them exactly as it treats the working tree's.
 """
 from __future__ import annotations
 
-import io
 import os
 import posixpath
 import subprocess
-import tarfile
 from pathlib import Path
 
 import yaml
@@ -82,6 +87,61 @@ def _referenced_paths(text: str, spec_rel: str) -> list[str]:
     return sorted(set(out))
 
 
+def _ls_tree(commit: str, root: Path) -> list[tuple[str, str, str]]:
+    """(mode, object id, repository-relative path) of every entry of the commit's tree, recursively."""
+    r = _git(["ls-tree", "-r", "-z", "--full-tree", commit], root, binary=True)
+    if r.returncode != 0:
+        raise GitSpecError(f"git ls-tree {commit} failed: {r.stderr.decode(errors='replace').strip()}")
+    out = []
+    for record in r.stdout.split(b"\0"):
+        if not record:
+            continue
+        meta, _, path = record.partition(b"\t")
+        mode, _kind, oid = meta.decode().split(" ")
+        out.append((mode, oid, os.fsdecode(path)))
+    return out
+
+
+def _cat_blobs(oids: list[str], root: Path) -> dict[str, bytes]:
+    """Contents of many blobs in one `git cat-file --batch` process."""
+    if not oids:
+        return {}
+    unique = list(dict.fromkeys(oids))
+    try:
+        r = subprocess.run(["git", "cat-file", "--batch"], cwd=root, input=("\n".join(unique) + "\n").encode(),
+                           capture_output=True, check=False)
+    except FileNotFoundError:
+        raise GitSpecError("git is not installed or not on PATH") from None
+    if r.returncode != 0:
+        raise GitSpecError(f"git cat-file --batch failed: {r.stderr.decode(errors='replace').strip()}")
+    out, pos, data = {}, 0, r.stdout
+    for oid in unique:
+        end = data.index(b"\n", pos)
+        header = data[pos:end].decode().split(" ")
+        if len(header) != 3:  # "<oid> missing"
+            raise GitSpecError(f"git cat-file: object {oid} is missing")
+        size = int(header[2])
+        out[oid] = data[end + 1:end + 1 + size]
+        pos = end + 1 + size + 1  # content, then a newline
+    return out
+
+
+def _under(path: str, prefixes: set[str]) -> bool:
+    return any(p == "." or path == p or path.startswith(p + "/") for p in prefixes)
+
+
+def _link_target(link: str, target: str, root: Path) -> tuple[str | None, str]:
+    """(repository-relative path the symlink points at, or None when it leaves the repository; the target
+    to write into the materialised tree)."""
+    if posixpath.isabs(target):
+        return None, target
+    inside = posixpath.normpath(posixpath.join(posixpath.dirname(link), target))
+    if inside == ".." or inside.startswith("../"):
+        # Where it points from the real checkout: the same path the working tree's symlink reaches.
+        return None, os.path.normpath(os.path.join(root, posixpath.dirname(link), target))
+    return inside, target
+
+
 def materialize(ref: str, spec_path: Path | str, dest: Path) -> tuple[Path | None, str]:
     """(path of the spec under dest or None when it did not exist at ref, resolved commit id)."""
     spec_path = Path(os.path.realpath(spec_path))
@@ -91,19 +151,36 @@ def materialize(ref: str, spec_path: Path | str, dest: Path) -> tuple[Path | Non
         rel = spec_path.relative_to(root).as_posix()
     except ValueError:
         raise GitSpecError(f"{spec_path} is outside the repository at {root}") from None
-    shown = _git(["show", f"{commit}:{rel}"], root)
-    if shown.returncode != 0:
+    entries = {path: (mode, oid) for mode, oid, path in _ls_tree(commit, root)}
+    if rel not in entries or entries[rel][0] == "160000":
         return None, commit
-    target = dest / rel
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(shown.stdout)
-    existing = [p for p in _referenced_paths(shown.stdout, rel)
-                if _git(["cat-file", "-e", f"{commit}:{p}" if p != "." else commit], root).returncode == 0]
-    if existing:
-        archive = _git(["archive", "--format=tar", commit, "--", *existing], root, binary=True)
-        if archive.returncode != 0:
-            raise GitSpecError(f"git archive {ref} failed: {archive.stderr.decode(errors='replace').strip()}")
-        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-            members = [mb for mb in tar.getmembers() if mb.name != rel]  # keep the spec from `git show`
-            tar.extractall(dest, members=members, filter="data")
-    return target, commit
+    spec_blob = _cat_blobs([entries[rel][1]], root)[entries[rel][1]]
+    try:
+        spec_text = spec_blob.decode("utf-8")
+    except UnicodeDecodeError:
+        spec_text = ""  # the loader reports the encoding, located; nothing else can be read from it
+    wanted = {posixpath.dirname(rel) or ".", *_referenced_paths(spec_text, rel)}
+    chosen: dict[str, tuple[str, str]] = {}
+    links: dict[str, str] = {}
+    while True:  # symlinks inside the repository pull their targets in (a fixpoint: each pass adds some)
+        new = {p: e for p, e in entries.items() if p not in chosen and e[0] != "160000" and _under(p, wanted)}
+        if not new:
+            break
+        chosen.update(new)
+        blobs = _cat_blobs([oid for p, (mode, oid) in new.items() if mode == "120000"], root)
+        for p, (mode, oid) in new.items():
+            if mode == "120000":
+                target = os.fsdecode(blobs[oid])
+                inside, written = _link_target(p, target, root)
+                links[p] = written
+                if inside is not None:
+                    wanted.add(inside)
+    blobs = _cat_blobs([oid for mode, oid in chosen.values() if mode != "120000"], root)
+    for p, (mode, oid) in sorted(chosen.items()):
+        out = dest / p
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if mode == "120000":
+            os.symlink(links[p], out)
+        else:
+            out.write_bytes(blobs[oid])
+    return dest / rel, commit

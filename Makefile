@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 GPUPOOL := $(VENV)/bin/gpupool
 STACK ?= dev
 
-.PHONY: setup demo toolchain test test-unit clean
+.PHONY: setup demo toolchain tools render-deps test test-unit clean
 
 setup: $(VENV)/.installed
 
@@ -26,9 +26,22 @@ demo: setup
 toolchain:
 	bash toolchain/build.sh >/dev/null
 
+# actionlint (checks .github/workflows), built from its Go module into ~/.cache/gpupool-toolchain/tools
+# (pinned in tools/versions.env); a no-op when cached.
+tools:
+	bash tools/build.sh >/dev/null
+
+# The pinned mermaid package the diff-picture tests render with in headless Chromium (.ci/run installs
+# Chromium); reinstalled only when tests/render/package-lock.json changes.
+render-deps: tests/render/node_modules/.installed
+tests/render/node_modules/.installed: tests/render/package-lock.json
+	cd tests/render && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
 # Everything, end-to-end tests against a local API server included.
-test: setup toolchain
-	GPUPOOL_REQUIRE_E2E=1 GPUPOOL_TOOLCHAIN_BIN="$$(bash toolchain/build.sh --print-bin-dir)" $(PY) -m pytest -q
+test: setup toolchain tools render-deps
+	GPUPOOL_REQUIRE_E2E=1 GPUPOOL_REQUIRE_RENDER=1 GPUPOOL_REQUIRE_TOOLS=1 \
+	GPUPOOL_ACTIONLINT="$$(bash tools/build.sh --print-bin-dir)/actionlint" GPUPOOL_TOOLCHAIN_BIN="$$(bash toolchain/build.sh --print-bin-dir)" $(PY) -m pytest -q
 
 # Fast loop while developing: no toolchain, end-to-end tests skipped.
 test-unit: setup

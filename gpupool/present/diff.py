@@ -298,23 +298,42 @@ def _md_escape(text: str) -> str:
             .replace("@", "@\u200b").replace("[", "\\[").replace("]", "\\]"))
 
 
+# Grey bars = before, blue bars = after, one pair per resource, and a red zero line when a value is negative.
+# Mermaid draws a bar from the axis minimum, and two series at one category overlap, so each resource gets
+# two categories and each series sits at the axis minimum (a zero-length bar) in the other's slot.
+_CHART_COLORS = "#9D9D9D, #4C78A8, #E45756"
+
+
 def mermaid_headroom(d) -> str | None:
-    """Headroom per resource before (line) and after (bars), as a Mermaid xychart; None when none changes."""
+    """Headroom per resource before and after, as a Mermaid xychart; None when no resource's headroom changes."""
     changed = [h for h in d.headroom if h.changed][:MAX_CHART_RESOURCES]
     if not changed:
         return None
-    labels = [h.resource.removeprefix("nvidia.com/") for h in changed]
     before = [h.headroom_before or 0 for h in changed]
     after = [h.headroom_after or 0 for h in changed]
     lo, hi = min([0, *before, *after]), max([1, *before, *after])
     pad = max(1, (hi - lo) // 10)
-    xs = ", ".join(json.dumps(label) for label in labels)
-    return ("xychart-beta\n"
-            '    title "Headroom by resource: bars = after, line = before"\n'
-            f"    x-axis [{xs}]\n"
-            f'    y-axis "headroom" {lo - (pad if lo < 0 else 0)} --> {hi + pad}\n'
-            f"    bar [{', '.join(map(str, after))}]\n"
-            f"    line [{', '.join(map(str, before))}]\n")
+    lo = lo - pad if lo < 0 else 0
+    labels, series_b, series_a = [], [], []
+    for h, b, a in zip(changed, before, after):
+        name = h.resource.removeprefix("nvidia.com/")
+        labels += [f"{name} before", f"{name} after"]
+        series_b += [b, lo]
+        series_a += [lo, a]
+    zero = lo < 0
+    title = "Headroom by resource: grey = before, blue = after" + (", red line = 0" if zero else "")
+    init = json.dumps({"themeVariables": {"xyChart": {"plotColorPalette": _CHART_COLORS}}})
+
+    def nums(xs):
+        return ", ".join(map(str, xs))
+    return (f"%%{{init: {init}}}%%\n"
+            "xychart-beta horizontal\n"
+            f"    title {json.dumps(title)}\n"
+            f"    x-axis [{', '.join(json.dumps(x) for x in labels)}]\n"
+            f'    y-axis "headroom" {lo} --> {hi + pad}\n'
+            f"    bar [{nums(series_b)}]\n"
+            f"    bar [{nums(series_a)}]\n"
+            + (f"    line [{nums([0] * len(labels))}]\n" if zero else ""))
 
 
 @dataclass

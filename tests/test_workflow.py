@@ -1,0 +1,79 @@
+"""The CI recipe (.github/workflows/gpupool.yml): actionlint finds nothing, and the PR job is the one docs/ci.md
+describes: no protected environment, validate as annotations, the diff comment with the full diff as an
+artifact and the preview folded in.
+
+actionlint is built from its Go module by `make tools` (tools/build.sh, pin in tools/versions.env);
+`make test` sets GPUPOOL_ACTIONLINT and GPUPOOL_REQUIRE_TOOLS=1, so there a missing binary fails."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOW = ROOT / ".github" / "workflows" / "gpupool.yml"
+
+
+@pytest.fixture(scope="module")
+def actionlint() -> str:
+    path = os.environ.get("GPUPOOL_ACTIONLINT") or shutil.which("actionlint")
+    if not path:
+        built = subprocess.run(["bash", str(ROOT / "tools" / "build.sh"), "--print-bin-dir"], capture_output=True,
+                               text=True).stdout.strip()
+        path = str(Path(built) / "actionlint") if built else ""
+    if path and Path(path).is_file():
+        return path
+    if os.environ.get("GPUPOOL_REQUIRE_TOOLS"):
+        pytest.fail(f"GPUPOOL_REQUIRE_TOOLS is set but actionlint is missing ({path or 'not built'}; make tools)")
+    pytest.skip("actionlint not built (make tools)")
+
+
+def _lint(actionlint: str, path: Path) -> subprocess.CompletedProcess:
+    # -shellcheck= / -pyflakes=: only actionlint's own checks, whatever else is on PATH
+    return subprocess.run([actionlint, "-no-color", "-shellcheck=", "-pyflakes=", str(path)], capture_output=True,
+                          text=True, cwd=ROOT)
+
+
+def test_actionlint_passes(actionlint):
+    r = _lint(actionlint, WORKFLOW)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_actionlint_catches_a_broken_workflow(actionlint, tmp_path):
+    """A control: the check can fail (an unknown step output and a bad expression are reported)."""
+    bad = tmp_path / ".github" / "workflows" / "bad.yml"
+    bad.parent.mkdir(parents=True)
+    doc = yaml.safe_load(WORKFLOW.read_text())
+    steps = doc["jobs"]["plan"]["steps"]
+    steps.append({"name": "broken", "if": "${{ steps.nope.outputs.x == }}", "run": "true"})
+    bad.write_text(yaml.safe_dump(doc, sort_keys=False))
+    r = _lint(actionlint, bad)
+    assert r.returncode == 1 and "bad.yml" in r.stdout
+
+
+def _jobs():
+    return yaml.safe_load(WORKFLOW.read_text())["jobs"]
+
+
+def test_pr_job_needs_no_protected_environment():
+    jobs = _jobs()
+    assert "environment" not in jobs["plan"]  # required reviewers would gate every PR
+    assert jobs["up"]["environment"] == "${{ matrix.stack }}"  # the deploy job is the one gated
+
+
+def test_pr_job_annotates_comments_and_uploads():
+    steps = _jobs()["plan"]["steps"]
+    runs = "\n".join(s.get("run", "") for s in steps)
+    assert 'gpupool validate "$SPEC" -o github' in runs
+    assert "--full-output gpupool-diff-full.md" in runs and "--preview-file pulumi-preview.txt" in runs
+    assert "--format" not in runs
+    uploads = [s for s in steps if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
+    assert uploads and uploads[0]["with"]["path"] == "gpupool-diff-full.md"
+    comments = [s for s in steps if str(s.get("uses", "")).startswith("marocchino/sticky-pull-request-comment@")]
+    assert len(comments) == 2 and {c["with"]["path"] for c in comments} == {"gpupool-diff.md"}
+    preview = next(s for s in steps if s.get("id") == "preview")
+    assert preview.get("continue-on-error") is True

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# The pulumi commands of gpupool's deploy recipe, in one place: .github/workflows/gpupool.yml runs this
+# script, and so do the end-to-end tests (tests/e2e/test_cli_path.py), so the two cannot drift.
+#
+#   ci/pulumi-stack.sh [-c KEY=VALUE]... STACK preview    login, select (or create) STACK, config, `pulumi preview --diff`
+#   ci/pulumi-stack.sh [-c KEY=VALUE]... STACK up         ... recover a dead run, `pulumi up --yes`, then
+#                                                        `pulumi preview --expect-no-changes` (converged?)
+#   ci/pulumi-stack.sh [-c KEY=VALUE]... STACK destroy    ... recover a dead run, `pulumi destroy --yes`
+#
+# -c KEY=VALUE runs `pulumi config set KEY VALUE` on the stack first (e.g. -c gpupool:skipAwait=true).
+#
+# Environment:
+#   PULUMI_BACKEND_URL        the state backend (required), e.g. s3://bucket/gpupool or
+#                             file:///srv/pulumi-state?metadata=skip (see docs/ci.md, "State backend")
+#   PULUMI_CONFIG_PASSPHRASE  the passphrase secrets provider's passphrase
+#   GPUPOOL_SINGLE_WRITER=1   the caller guarantees that nothing else updates STACK (the workflow's
+#                             concurrency group): a lock held from ANOTHER host is then a dead run's and
+#                             is cancelled. Without it only locks of dead processes on this host are.
+#   GPUPOOL_PREVIEW_OUT=FILE  also write the `preview --diff` text to FILE (the pull-request comment)
+#   GPUPOOL_PROJECT_DIR       the Pulumi project (default: this script's repository)
+#
+# Recovery from a dead run (cancelled or timed-out job, SIGKILL, machine loss), done without a person:
+#   * a stale lock (holder dead, see above) is removed with `pulumi cancel`, and the command retried once;
+#   * a torn metadata sidecar of the file backend (an empty or truncated `*.attrs`, left when the writer
+#     died between truncating and rewriting it; every command then fails with "failed to load checkpoint:
+#     EOF") is removed: it holds only content-type metadata, and a missing sidecar is valid;
+#   * pending operations of the dead run are dropped by `pulumi up` itself; objects it had created are
+#     adopted again because the provider creates with server-side apply (see docs/ci.md).
+set -euo pipefail
+
+usage() { sed -n '2,13p' "$0" >&2; exit 2; }
+
+configs=()
+while getopts "c:h" opt; do
+  case "$opt" in
+    c) configs+=("$OPTARG") ;;
+    *) usage ;;
+  esac
+done
+shift $((OPTIND - 1))
+[ $# -eq 2 ] || usage
+STACK="$1" OP="$2"
+case "$OP" in preview|up|destroy) ;; *) usage ;; esac
+: "${PULUMI_BACKEND_URL:?set PULUMI_BACKEND_URL to the state backend (docs/ci.md)}"
+
+cd "${GPUPOOL_PROJECT_DIR:-$(dirname "${BASH_SOURCE[0]}")/..}"
+log() { echo "[pulumi-stack] $*" >&2; }
+
+# Pulumi.yaml names the program's virtualenv (runtime.options.virtualenv). A current pulumi CLI passes
+# that option to its language host over gRPC; the offline-built host (toolchain/README.md) predates that
+# and would run the program with whatever `python` is first on PATH. Putting the venv's bin first on
+# PATH makes both hosts run the program in that venv.
+venv="$(sed -n 's/^ *virtualenv: *//p' Pulumi.yaml | head -n 1)"
+venv="${venv:-.venv}"
+[ -x "$venv/bin/python" ] || {
+  log "Pulumi.yaml's virtualenv '$venv' has no bin/python: python -m venv $venv && $venv/bin/pip install -e '.[pulumi]'"
+  exit 2
+}
+export VIRTUAL_ENV="$PWD/$venv" PATH="$PWD/$venv/bin:$PATH"
+
+pulumi login --non-interactive "$PULUMI_BACKEND_URL" >/dev/null
+pulumi stack select --non-interactive --create "$STACK" >/dev/null
+for kv in ${configs[@]+"${configs[@]}"}; do
+  pulumi config set --stack "$STACK" -- "${kv%%=*}" "${kv#*=}"
+done
+
+# ---------------------------------------------------------------- dead-run recovery
+
+# The file backend's directory, if PULUMI_BACKEND_URL is a file:// URL.
+file_backend_dir() {
+  case "$PULUMI_BACKEND_URL" in
+    file://*) local d="${PULUMI_BACKEND_URL#file://}"; d="${d%%\?*}"; echo "${d/#\~/$HOME}" ;;
+  esac
+}
+
+repair_torn_sidecars() {
+  local dir f; dir="$(file_backend_dir)"
+  [ -n "$dir" ] && [ -d "$dir/.pulumi" ] || return 0
+  while IFS= read -r -d '' f; do
+    if ! python -c 'import json,sys; json.load(open(sys.argv[1]))' "$f" 2>/dev/null; then
+      log "removing torn metadata sidecar $f (left by a run that died while writing it)"
+      rm -f -- "$f"
+    fi
+  done < <(find "$dir/.pulumi" -name '*.attrs' -print0)
+}
+
+# Is the lock holder "USER@HOST (pid PID) at TIMESTAMP" gone?
+holder_dead() {
+  local host="$1" pid="$2" ts="$3" started
+  if [ "$host" != "$(hostname)" ]; then
+    [ "${GPUPOOL_SINGLE_WRITER:-}" = 1 ]   # only the caller can know that a foreign holder is dead
+    return
+  fi
+  kill -0 "$pid" 2>/dev/null || return 0
+  # pid reused since: a process that is not pulumi, or one started after the lock was taken
+  [ "$(ps -o comm= -p "$pid" 2>/dev/null)" = pulumi ] || return 0
+  started="$(date -d "$(ps -o lstart= -p "$pid")" +%s 2>/dev/null || echo 0)"
+  [ "$started" -gt $(( $(date -d "$ts" +%s 2>/dev/null || echo 0) + 1 )) ]
+}
+
+# Locks named in a failed command's output; 0 if there were some and every holder is dead.
+only_stale_locks() {
+  local out="$1" line n=0 who host pid ts
+  while IFS= read -r line; do
+    who="${line#created by }"; who="${who%% (pid*}"; host="${who##*@}"
+    pid="$(sed -E 's/.*\(pid ([0-9]+)\).*/\1/' <<<"$line")"; ts="${line##* at }"
+    n=$((n + 1))
+    if holder_dead "$host" "$pid" "$ts"; then
+      log "stale lock: $line (holder gone)"
+    else
+      log "live lock: $line; not touching it (GPUPOOL_SINGLE_WRITER=1 if no other run can hold it)"
+      return 1
+    fi
+  done < <(grep -oE 'created by [^ ]+ \(pid [0-9]+\) at [^ ]+' "$out")
+  [ "$n" -gt 0 ]
+}
+
+# Run a state-changing pulumi command; on "currently locked" by dead holders only, cancel and retry once.
+run_locked() {
+  local out rc; out="$(mktemp)"
+  repair_torn_sidecars
+  for attempt in 1 2; do
+    set +e; pulumi "$@" 2>&1 | tee "$out"; rc=${PIPESTATUS[0]}; set -e
+    [ "$rc" -ne 0 ] && [ "$attempt" = 1 ] && grep -q 'the stack is currently locked' "$out" \
+      && only_stale_locks "$out" || break
+    log "cancelling the dead run's lock (pulumi cancel) and retrying"
+    pulumi cancel --yes --stack "$STACK"
+  done
+  rm -f "$out"
+  return "$rc"
+}
+
+case "$OP" in
+  preview)
+    repair_torn_sidecars
+    if [ -n "${GPUPOOL_PREVIEW_OUT:-}" ]; then
+      pulumi preview --non-interactive --diff --stack "$STACK" 2>&1 | tee "$GPUPOOL_PREVIEW_OUT"
+      exit "${PIPESTATUS[0]}"
+    fi
+    pulumi preview --non-interactive --diff --stack "$STACK" ;;
+  up)
+    run_locked up --non-interactive --yes --diff --stack "$STACK"
+    # Converged: the live stack now matches the program (also after a recovered dead run).
+    pulumi preview --non-interactive --expect-no-changes --stack "$STACK" ;;
+  destroy)
+    run_locked destroy --non-interactive --yes --stack "$STACK" ;;
+esac

@@ -161,7 +161,8 @@ def catalog() -> Catalog:
     import yaml
 
     text = resources.files("gpupool").joinpath("gpu/mig.yaml").read_text(encoding="utf-8")
-    return _build_catalog(yaml.safe_load(text))
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
+    return _build_catalog(yaml.load(text, Loader=loader))
 
 
 # ----------------------------------------------------------------------------------------------- fit check

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Sequence
-from urllib.parse import quote
 
 from gpupool.spec.diagnostics import Diagnostic
 
@@ -74,6 +73,8 @@ def as_github(checked: Sequence[Checked]) -> str:
 
 def as_sarif(checked: Sequence[Checked], version: str) -> str:
     """One SARIF 2.1.0 run: every registered rule in tool.driver.rules, one result per diagnostic."""
+    from urllib.parse import quote
+
     from gpupool import rules as _package  # noqa: F401  (registers every rule)
     from gpupool.rules.docs import help_uri, parse
     from gpupool.rules.registry import RULES

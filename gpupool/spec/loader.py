@@ -8,6 +8,7 @@ diagnostics, and the caller decides whether the result is usable.
 from __future__ import annotations
 
 import math
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -271,25 +272,40 @@ def load_spec(spec_path: str | Path, *, cwd: Path | None = None, stdin=None) -> 
     return LoadedSpec(label, data, source, report, spec_path)
 
 
-def _tenant_files(entry: str, base: Path) -> list[Path] | str | None:
-    """The files an entry names; None when it names nothing, or a message when the entry cannot be used."""
+def _tenant_files(entry: str, base: Path) -> list[tuple[Path, Path]] | str | None:
+    """(path as named, resolved path) of each file an entry names; None when it names nothing, or a message
+    when the entry cannot be used."""
     if "\0" in entry:
         return "contains a NUL character; give a path such as tenants/"
     target = (base / entry)
     try:
         if target.is_dir():
-            return sorted(p for p in target.iterdir() if p.suffix in YAML_SUFFIXES and p.is_file())
+            return _directory_files(target)
         if any(ch in entry for ch in "*?["):
             if Path(entry).is_absolute():
                 return "is an absolute glob; write globs relative to the spec, such as tenants/*.yaml"
-            return sorted(p for p in base.glob(entry) if p.is_file())
+            return sorted((p, p.resolve()) for p in base.glob(entry) if p.is_file())
         if target.is_file():
-            return [target]
+            return [(target, target.resolve())]
     except ValueError as exc:  # e.g. "'**' can only be an entire path component"
         return f"is not a usable glob ({exc}); use a pattern such as tenants/*.yaml or tenants/**/*.yaml"
     except OSError as exc:
         return f"cannot be read ({exc.strerror}); give a readable directory, glob or file"
     return None
+
+
+def _directory_files(directory: Path) -> list[tuple[Path, Path]]:
+    """The YAML files of a directory. The directory is resolved once; a plain file in it is then resolved by
+    its name alone (only symlinks need the file system again): with 1,000 tenant files, resolving each path
+    cost more than parsing it."""
+    resolved_dir = directory.resolve()
+    out = []
+    with os.scandir(directory) as it:
+        for e in it:
+            if os.path.splitext(e.name)[1] in YAML_SUFFIXES and e.is_file():
+                resolved = (directory / e.name).resolve() if e.is_symlink() else resolved_dir / e.name
+                out.append((directory / e.name, resolved))
+    return sorted(out)
 
 
 def _include_tenants(data: dict, spec_path: Path, cwd: Path, source: SourceMap, report: Report) -> None:
@@ -302,6 +318,7 @@ def _include_tenants(data: dict, spec_path: Path, cwd: Path, source: SourceMap, 
     if not isinstance(tenants, list):
         return  # the schema reports the wrong type
     base = spec_path.parent
+    cwd_resolved = cwd.resolve()
     seen: set[Path] = {spec_path.resolve()}  # `tenantFiles: [.]` must not read the spec as a tenant
     for i, entry in enumerate(entries):
         if not entry:
@@ -316,11 +333,12 @@ def _include_tenants(data: dict, spec_path: Path, cwd: Path, source: SourceMap, 
                        f'"{entry}" matches no file or directory (relative to {base or "."}); '
                        "give a directory of tenant files, a glob such as tenants/*.yaml, or a file", rule="GP008")
             continue
-        for path in files:
-            if path.resolve() in seen:
+        for path, resolved in files:
+            if resolved in seen:
                 continue
-            seen.add(path.resolve())
+            seen.add(resolved)
             index = len(tenants)
-            ok, tenant = load_yaml_file(path, _display_name(path, cwd), source, report, base_path=("tenants", index))
+            label = str(resolved.relative_to(cwd_resolved)) if resolved.is_relative_to(cwd_resolved) else str(path)
+            ok, tenant = load_yaml_file(path, label, source, report, base_path=("tenants", index))
             if ok:
                 tenants.append(tenant)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -45,18 +44,15 @@ def schema() -> dict:
 
 @functools.lru_cache(maxsize=1)
 def _validator():
-    """A validator for the spec schema.
+    """The spec schema compiled by jsonschema-rs (Rust): it lists every error, and importing and running it
+    costs a fraction of jsonschema's time (bench/bench_validate.py)."""
+    import jsonschema_rs
 
-    The schema uses a small subset of JSON Schema, which _FastValidator implements directly: importing and
-    running jsonschema cost more than parsing a 1,000-tenant spec (see bench/bench_validate.py). A schema
-    using anything else falls back to jsonschema; tests check both give the same errors.
-    """
-    if _FastValidator.supports(schema()):
-        return _FastValidator(schema())
-    return _jsonschema_validator()
+    return jsonschema_rs.Draft202012Validator(schema())
 
 
 def _jsonschema_validator():
+    """The reference implementation (tests compare against it; also used for text jsonschema-rs cannot take)."""
     from jsonschema import Draft202012Validator
 
     Draft202012Validator.check_schema(schema())
@@ -64,159 +60,56 @@ def _jsonschema_validator():
 
 
 class _SchemaError:
-    """The parts of a jsonschema ValidationError that _humanize reads."""
+    """The parts of a jsonschema ValidationError that _humanize reads, from a jsonschema-rs error."""
 
     __slots__ = ("validator", "validator_value", "instance", "absolute_path", "schema", "schema_path", "message")
 
-    def __init__(self, validator, value, instance, path, schema_, schema_path=()):
+    def __init__(self, validator, value, instance, path, schema_, schema_path, message):
         self.validator = validator
         self.validator_value = value
         self.instance = instance
         self.absolute_path = path
         self.schema = schema_
         self.schema_path = schema_path
-        self.message = f"{_describe(instance)} fails {validator} {value!r}"
+        self.message = message
 
 
-_ANNOTATIONS = {"$schema", "title", "description", "default", "$comment", "examples", "$defs"}
-_CHECKED = {"$ref", "type", "properties", "additionalProperties", "required", "const", "enum", "pattern",
-            "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "minItems",
-            "minProperties", "items", "propertyNames"}
+def _at(schema_path: tuple) -> tuple[Any, Any]:
+    """(the subschema holding the keyword, the keyword's value) for a jsonschema-rs keyword location, which
+    is absolute (references already resolved: $defs/tenant/properties/gpus/...)."""
+    node: Any = schema()
+    for part in schema_path[:-1]:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    return node, node.get(schema_path[-1]) if isinstance(node, dict) else None
 
 
-def _is_type(value: Any, name: str) -> bool:
-    if name == "string":
-        return isinstance(value, str)
-    if name == "object":
-        return isinstance(value, dict)
-    if name == "array":
-        return isinstance(value, list)
-    if name == "boolean":
-        return isinstance(value, bool)
-    if name == "null":
-        return value is None
-    if isinstance(value, bool):
-        return False
-    if name == "integer":  # as jsonschema: 2.0 is an integer
-        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-    if name == "number":
-        return isinstance(value, (int, float))
-    return False
+def _rs_errors(instance: Any) -> Iterator[Any]:
+    seen: set[tuple] = set()
+    for e in _validator().iter_errors(instance):
+        kind = e.kind.name
+        if kind == "propertyNames":  # as jsonschema: the key is the instance, the mapping's path the path
+            inner = e.kind.error
+            spath = tuple(inner.schema_path)
+            sub, value = _at(spath)
+            yield _SchemaError(inner.kind.name, value, inner.instance, tuple(e.instance_path), sub, spath,
+                               inner.message)
+            continue
+        spath = tuple(e.schema_path)
+        if kind == "required":  # one error per missing key; jsonschema reports the keyword once
+            key = (tuple(e.instance_path), spath)
+            if key in seen:
+                continue
+            seen.add(key)
+        sub, value = _at(spath)
+        yield _SchemaError(kind, value, e.instance, tuple(e.instance_path), sub, spath, e.message)
 
 
-def _same(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b if isinstance(a, bool) or isinstance(b, bool) else a == b
-
-
-class _FastValidator:
-    """Draft 2020-12 semantics for the keywords in _CHECKED (local $refs only)."""
-
-    def __init__(self, root: dict):
-        self.root = root
-        self.patterns: dict[str, Any] = {}
-
-    @classmethod
-    def supports(cls, root: Any) -> bool:
-        def ok(node: Any, is_schema: bool) -> bool:
-            if isinstance(node, bool):
-                return True
-            if not isinstance(node, dict):
-                return False
-            for key, value in node.items():
-                if key == "$defs":
-                    if not all(ok(v, True) for v in value.values()):
-                        return False
-                elif key in ("properties",):
-                    if not all(ok(v, True) for v in value.values()):
-                        return False
-                elif key in ("additionalProperties", "items", "propertyNames"):
-                    if not ok(value, True):
-                        return False
-                elif key == "$ref":
-                    if not (isinstance(value, str) and value.startswith("#/$defs/")):
-                        return False
-                elif key not in _CHECKED and key not in _ANNOTATIONS:
-                    return False
-            return True
-
-        return ok(root, True)
-
-    def _resolve(self, ref: str) -> dict:
-        node = self.root
-        for part in ref[2:].split("/"):
-            node = node[part]
-        return node
-
-    def _search(self, pattern: str, text: str) -> bool:
-        compiled = self.patterns.get(pattern)
-        if compiled is None:
-            compiled = self.patterns[pattern] = re.compile(pattern)
-        return compiled.search(text) is not None
-
-    def iter_errors(self, instance: Any) -> Iterator[_SchemaError]:
-        yield from self._check(instance, self.root, (), ())
-
-    def _check(self, inst: Any, sch: Any, path: tuple, spath: tuple) -> Iterator[_SchemaError]:
-        if sch is True:
-            return
-        if sch is False:
-            yield _SchemaError("false", False, inst, path, sch, spath)
-            return
-        for key, value in sch.items():
-            if key == "$ref":
-                yield from self._check(inst, self._resolve(value), path, spath + ("$ref",))
-            elif key == "type":
-                types = value if isinstance(value, list) else [value]
-                if not any(_is_type(inst, t) for t in types):
-                    yield _SchemaError("type", value, inst, path, sch, spath + (key,))
-            elif key == "const":
-                if not _same(inst, value):
-                    yield _SchemaError("const", value, inst, path, sch, spath + (key,))
-            elif key == "enum":
-                if not any(_same(inst, c) for c in value):
-                    yield _SchemaError("enum", value, inst, path, sch, spath + (key,))
-            elif isinstance(inst, dict):
-                yield from self._object(key, value, inst, sch, path, spath)
-            elif isinstance(inst, list):
-                if key == "items":
-                    for i, item in enumerate(inst):
-                        yield from self._check(item, value, path + (i,), spath + (key,))
-                elif key == "minItems" and len(inst) < value:
-                    yield _SchemaError(key, value, inst, path, sch, spath + (key,))
-            elif isinstance(inst, str):
-                if key == "pattern":
-                    if not self._search(value, inst):
-                        yield _SchemaError(key, value, inst, path, sch, spath + (key,))
-                elif key == "minLength" and len(inst) < value or key == "maxLength" and len(inst) > value:
-                    yield _SchemaError(key, value, inst, path, sch, spath + (key,))
-            elif isinstance(inst, (int, float)) and not isinstance(inst, bool):
-                if (key == "minimum" and inst < value or key == "maximum" and inst > value
-                        or key == "exclusiveMinimum" and inst <= value or key == "exclusiveMaximum" and inst >= value):
-                    yield _SchemaError(key, value, inst, path, sch, spath + (key,))
-
-    def _object(self, key: str, value: Any, inst: dict, sch: dict, path: tuple, spath: tuple):
-        if key == "properties":
-            for name, sub in value.items():
-                if name in inst:
-                    yield from self._check(inst[name], sub, path + (name,), spath + (key, name))
-        elif key == "additionalProperties":
-            props = sch.get("properties", {})
-            extras = [k for k in inst if k not in props]
-            if value is False:
-                if extras:
-                    yield _SchemaError(key, value, inst, path, sch, spath + (key,))
-            else:
-                for name in extras:
-                    yield from self._check(inst[name], value, path + (name,), spath + (key,))
-        elif key == "required":
-            if any(k not in inst for k in value):
-                yield _SchemaError(key, value, inst, path, sch, spath + (key,))
-        elif key == "minProperties":
-            if len(inst) < value:
-                yield _SchemaError(key, value, inst, path, sch, spath + (key,))
-        elif key == "propertyNames":
-            for name in inst:
-                yield from self._check(name, value, path, spath + (key,))
+def _iter_errors(instance: Any) -> Iterator[Any]:
+    try:
+        errors = list(_rs_errors(instance))
+    except UnicodeEncodeError:  # a lone surrogate ("\ud800" in YAML) is not UTF-8, which Rust strings need
+        errors = list(_jsonschema_validator().iter_errors(instance))
+    yield from errors
 
 
 def _describe(value: Any) -> str:
@@ -256,7 +149,7 @@ def _errors(data: Any) -> Iterator[tuple[tuple, bool, str]]:
     if not isinstance(data, dict):
         yield (), False, f"the spec must be a mapping with keys apiVersion, kind, cluster, nodePools; got {_describe(data)}"
         return
-    for error in _validator().iter_errors(data):
+    for error in _iter_errors(data):
         yield from _humanize(error)
 
 

@@ -96,3 +96,18 @@ def test_mig_change_has_slice_maps_and_mig_parted_diff(base, tmp_path, capsys):
     assert after01.count("3g.40gb") == 2 and "1g.10gb" not in after01
     assert "MIG Manager config a100-80gb-all-balanced →" in out
     assert "h100-sel" not in out.split("MIG slices")[1]
+
+
+def test_preview_file_is_a_collapsed_section_and_is_cut_to_fit(base, tmp_path, capsys):
+    head = stack(tmp_path / "head", tenants=with_tenants(notebooks=None))
+    preview = tmp_path / "preview.txt"
+    preview.write_text("".join(f"    ~ kubernetes:core/v1:ConfigMap cm-{i} update [diff: ~data]\n" for i in range(5000))
+                       + "```\n<details>@everyone\n")
+    code, md, _ = run(capsys, base, head, "-o", "markdown", "--preview-file", preview)
+    assert code == 0 and len(md) < 65_536
+    section = md.split("<details><summary>pulumi preview --diff</summary>")[1].split("</details>")[0]
+    assert section.lstrip().startswith("````diff")  # a fence longer than any in the preview
+    assert "cm-0 update" in section and "cm-4999" not in section
+    assert re.search(r"✂ \d+ more preview lines cut", section)
+    assert "Cut to fit GitHub's" in md
+    assert run(capsys, base, head, "--preview-file", tmp_path / "missing.txt")[0] == 2

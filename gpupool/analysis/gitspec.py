@@ -65,7 +65,7 @@ def _static_prefix(rel_entry: str) -> str:
 def _referenced_paths(text: str, spec_rel: str) -> list[str]:
     """Repository-relative paths the spec names (tenantFiles entries, gpuOperator.chartPath)."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # the C parser: big specs
     except yaml.YAMLError:
         return []
     if not isinstance(data, dict):

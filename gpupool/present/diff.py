@@ -235,13 +235,10 @@ def _slice_maps(c) -> list[str]:
 def format_text(base: Side, head: Side, d, ok: bool) -> str:
     lines = [f"gpupool diff: {base.label} → {head.label}", _verdict(base, head, d, ok),
              "Plan: " + summary_line(d), *_context_lines(base, head, d)]
-    errors = head.error_diagnostics if not head.valid else []
-    if errors:
-        lines.append("HEAD errors:")
-        lines.extend("  " + head.prefix + e.render() for e in errors)
-    if not base.valid and base.exists:
-        lines.append("BASE errors:")
-        lines.extend("  " + base.prefix + e.render() for e in base.error_diagnostics)
+    # The errors themselves are the FILE:LINE:COL lines on stderr (as `gpupool validate` prints them).
+    for side in (head, base):
+        if side.exists and not side.valid:
+            lines.append(f"{side.name} errors: the {_plural(side.errors, 'FILE:LINE:COL line')} on stderr")
     lines.append("")
 
     def section(title, body):
@@ -393,7 +390,9 @@ def _sections(base: Side, head: Side, d, preview: str | None) -> list[_Section]:
                             [f"- {_MD_MARK.get(m, m)} {t}" for m, t in ol]))
     if preview is not None:
         lines = preview.rstrip("\n").split("\n")
-        out.append(_Section("preview lines", "pulumi preview --diff", lines, head="```diff\n", tail="```\n"))
+        fence = "`" * (max((len(r) for r in re.findall(r"`{3,}", preview)), default=2) + 1)
+        out.append(_Section("preview lines", "pulumi preview --diff", lines, head=f"{fence}diff\n",
+                            tail=f"{fence}\n"))
     return out
 
 

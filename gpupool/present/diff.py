@@ -76,11 +76,13 @@ def _unknown_lines(d) -> list[str]:
     for u in d.unknown:
         if u.section == "tenant":
             word = "UNREADABLE" if "could not be read" in u.reason or "unreadable" in u.reason else "INVALID"
-            what = f"tenant {u.name} is {word} in {u.side} ({u.reason})"
+            why = "" if u.reason == f"invalid in {u.side}" else f" ({u.reason})"
+            what = f"tenant {u.name} is {word} in {u.side}{why}"
         elif u.section == "oversubscription":
             what = f"the oversubscription policy is invalid in {u.side}"
         else:
-            what = f"{u.section} {u.name} is invalid in {u.side} ({u.reason})"
+            why = "" if u.reason == f"invalid in {u.side}" else f" ({u.reason})"
+            what = f"{u.section} {u.name} is INVALID in {u.side}{why}"
         out.append(f"{what}: compared as {'BASE' if u.side == 'HEAD' else 'HEAD'} has it, so no change is shown")
     return out
 
@@ -200,8 +202,8 @@ def _context_lines(base: Side, head: Side, d) -> list[str]:
         out.append("Nothing was compared: " + " and ".join(f"{s.name} ({s.label})" for s in which)
                    + " could not be read far enough to build a model; fix the errors first.")
     elif not head.valid:
-        out.append("The changes below are only what the valid parts of both sides support; anything HEAD could "
-                   "not read is compared as BASE has it.")
+        out.append("The changes below are only what the valid parts of both sides support: anything HEAD could "
+                   "not read is compared as BASE has it (a tenant counts with its BASE quota).")
     if not base.exists:
         out.append(f"BASE {base.label}: everything in HEAD is new.")
     elif not base.valid:

@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	$(GPUPOOL) validate stacks/$(STACK)/spec.yaml
 	$(GPUPOOL) plan stacks/$(STACK)/spec.yaml
-	$(GPUPOOL) render stacks/$(STACK)/spec.yaml -o out/$(STACK)
+	$(GPUPOOL) render stacks/$(STACK)/spec.yaml --output-dir out/$(STACK)
 
 # pulumi CLI, pulumi-resource-kubernetes, kube-apiserver, kube-controller-manager, etcd: built from Go
 # modules into ~/.cache/gpupool-toolchain (pinned in toolchain/versions.env); a no-op when cached.

@@ -29,10 +29,10 @@ same simulated GPU nodes (the 40 nodes the pools name):
     - preview: ``kubectl diff --server-side`` of both sets in one invocation right after that apply
                (asserted: exit 0 = no differences).
 
-What "the same manifests" means for the operator chart: ``gpupool render`` writes the chart's *inputs*
-as a HelmChart record, which is not a Kubernetes object. The kubectl side therefore leaves that file out
-and instead applies the four objects the stub chart renders (ConfigMap ``cluster-policy`` + three
-DaemonSets), written here in Python from the stub chart's templates with the HelmChart record's values;
+What "the same manifests" means for the operator chart: ``gpupool render --operator values`` writes the
+chart's values file (``helm/gpu-operator-values.yaml``), not a Kubernetes object. The kubectl side
+instead applies the four objects the stub chart renders (ConfigMap ``cluster-policy`` + three
+DaemonSets), written here in Python from the stub chart's templates with those values;
 the pulumi side installs the stub chart itself. Both sides create the same objects: checked (untimed) by
 an object count on both clusters and a ``kubectl diff --server-side`` of the kubectl side's files against
 every cluster pulumi populated, which must be empty.
@@ -97,10 +97,8 @@ def gpupool(*args: str) -> subprocess.CompletedProcess:
 
 # -- the kubectl side's manifests -----------------------------------------------------------------------
 
-def stub_chart_objects(helm_chart: dict) -> list[dict]:
-    """What tests/charts/gpu-operator-stub/templates renders for the HelmChart record's values."""
-    spec = helm_chart["spec"]
-    ns, values = spec["namespace"], spec["values"]
+def stub_chart_objects(ns: str, values: dict) -> list[dict]:
+    """What tests/charts/gpu-operator-stub/templates renders for the rendered chart values."""
     defaults = yaml.safe_load((STUB_CHART / "values.yaml").read_text())
     v = lambda *path: _dig(values, path, _dig(defaults, path, ""))  # noqa: E731
     objects = [{
@@ -135,22 +133,21 @@ def _dig(d, path, default):
 
 
 def kubectl_manifests(rendered: Path, out: Path) -> tuple[Path, Path, int]:
-    """Split the rendered files into OUT/cluster (pass 1) and OUT/namespaced (pass 2); the HelmChart record
-    is replaced by the stub chart's objects. Returns the two dirs and the object count."""
+    """Split the rendered files into OUT/cluster (pass 1) and OUT/namespaced (pass 2), plus the stub chart's
+    objects for the rendered values file. Returns the two dirs and the object count."""
     cluster, namespaced = out / "cluster", out / "namespaced"
     for d in (cluster, namespaced):
         d.mkdir(parents=True)
     count = 0
     for f in sorted(rendered.glob("*.yaml")):
         doc = yaml.safe_load(f.read_text())
-        if doc["kind"] == "HelmChart":
-            stub = stub_chart_objects(doc)
-            (namespaced / "operator-chart-stub.yaml").write_text(yaml.safe_dump_all(stub, sort_keys=False))
-            count += len(stub)
-            continue
         shutil.copy(f, (cluster if doc["kind"] in CLUSTER_SCOPED else namespaced) / f.name)
         count += 1
-    return cluster, namespaced, count
+    operator_ns = yaml.safe_load((rendered / "gpu-operator-ns.yaml").read_text())["metadata"]["name"]
+    values = yaml.safe_load((rendered / "helm" / "gpu-operator-values.yaml").read_text())
+    stub = stub_chart_objects(operator_ns, values)
+    (namespaced / "operator-chart-stub.yaml").write_text(yaml.safe_dump_all(stub, sort_keys=False))
+    return cluster, namespaced, count + len(stub)
 
 
 # -- control planes ----------------------------------------------------------------------------------
@@ -274,7 +271,7 @@ def main() -> int:
         rendered = out / "rendered"
         shutil.rmtree(rendered, ignore_errors=True)
         t0 = time.perf_counter()
-        gpupool("render", str(spec), "-o", str(rendered))
+        gpupool("render", str(spec), "--output-dir", str(rendered), "--operator", "values")
         t_render = time.perf_counter() - t0
         shutil.rmtree(out / "kubectl", ignore_errors=True)
         cluster, namespaced, n_objects = kubectl_manifests(rendered, out / "kubectl")
@@ -334,7 +331,7 @@ def main() -> int:
     med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
     print()
     print(f"spec: {args.tenants} tenants, {args.pools} pools, {len(nodes)} simulated nodes -> {n_objects} Kubernetes "
-          f"objects (rendered files minus the HelmChart record, plus the stub chart's 4); "
+          f"objects (rendered files, plus the stub chart's 4 for the values file); "
           f"{steps} resources in the Pulumi stack (objects + components, provider, chart, stack)")
     print("kubectl: two server-side apply passes (cluster-scoped, then namespaced), one server-side diff of both; "
           "pulumi: gpupool's program via the Automation API, file backend, stub chart, skipAwait")

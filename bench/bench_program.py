@@ -222,26 +222,25 @@ def child_bare(plan_file: str, out: str) -> None:
 
 def bare_rows(spec_path: Path) -> list[tuple]:
     """(kind, name, kwargs, depends_on, retain_on_delete) per resource, in the program's registration order."""
-    from components.k8s_objects import _CLASSES, _snake
+    from components.k8s_objects import _CLASSES, _snake, pulumi_inputs
     from gpupool.k8s import manifests
     from gpupool.rules.engine import load_valid_spec
 
     plan = manifests.build(load_valid_spec(spec_path))
-    objects = plan.objects
-    # The program registers the operator's chart after the two ConfigMaps; the plan lists it 4th already.
+    # The program registers the operator's chart after the two ConfigMaps it depends on.
+    chart = plan.chart
+    at = max(i for i, o in enumerate(plan.objects) if o.name in chart.depends_on) + 1
+    objects = plan.objects[:at] + [chart] + plan.objects[at:]
     rows = []
     for obj in objects:
         deps = tuple(d for d in obj.depends_on)
-        if obj.kind == "HelmChart":
-            s = obj.manifest["spec"]
-            repo = s.get("repositoryOpts")
-            kwargs = {"chart": s["chart"], "version": s.get("version"),
-                      "repository_opts": repo["repo"] if repo else None,
-                      "namespace": s["namespace"], "values": s["values"]}
-            rows.append(("Chart", obj.name, kwargs, deps, None))
+        if obj is chart:
+            kwargs = {"chart": chart.chart, "version": chart.version, "repository_opts": chart.repository,
+                      "namespace": chart.namespace, "values": chart.values}
+            rows.append(("Chart", chart.name, kwargs, deps, None))
             continue
         cls = _CLASSES[(obj.manifest["apiVersion"], obj.manifest["kind"], obj.patch)]
-        kwargs = {_snake(k): v for k, v in obj.manifest.items() if k not in ("apiVersion", "kind")}
+        kwargs = {_snake(k): v for k, v in pulumi_inputs(obj).items() if k not in ("apiVersion", "kind")}
         rows.append((cls.__name__, obj.name, kwargs, deps, obj.retain_on_delete or None))
     return rows
 

@@ -6,7 +6,7 @@ Run: PYTHONPATH=. python bench/bench_render.py [--tenants 1000] [--pools 60] [--
 The spec is bench_program.generate_spec's (the same one bench/bench_program.py times). Four measurements,
 best of N each (samples interleaved), every sample writing into a fresh empty directory:
 
-  render, in-process     gpupool.cli.main(["render", SPEC, "-o", DIR]): load + validate the spec, build the
+  render, in-process     gpupool.cli.main(["render", SPEC, "--output-dir", DIR]): load + validate the spec, build the
                          objects, dump each to YAML, write one file per object (imports paid beforehand)
   baseline, in-process   the same manifest dicts (precomputed from manifests.build), one file per object,
                          each `yaml.dump(manifest, Dumper=yaml.CSafeDumper, sort_keys=False)`
@@ -100,13 +100,13 @@ def main() -> None:
 
     def render_in_process(out: Path) -> None:
         with contextlib.redirect_stdout(io.StringIO()):
-            rc = cli.main(["render", str(spec), "-o", str(out)])
+            rc = cli.main(["render", str(spec), "--output-dir", str(out)])
         assert rc in (0, None), rc
 
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
     def render_subprocess(out: Path) -> None:
-        subprocess.run([sys.executable, "-m", "gpupool", "render", str(spec), "-o", str(out)], check=True,
+        subprocess.run([sys.executable, "-m", "gpupool", "render", str(spec), "--output-dir", str(out)], check=True,
                        cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
 
     def baseline_subprocess(out: Path) -> None:

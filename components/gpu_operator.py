@@ -9,7 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.k8s_objects import Registry
-from gpupool.k8s.manifests import Desired
+from gpupool.k8s.manifests import Chart, Desired
 
 
 class GpuOperator(pulumi.ComponentResource):
@@ -20,20 +20,18 @@ class GpuOperator(pulumi.ComponentResource):
         self.namespace_resource = registry.register(namespace, self)
         self.namespace = namespace.manifest["metadata"]["name"]
 
-    def install(self, chart: Desired, skip_await: bool = False) -> k8s.helm.v4.Chart:
-        spec = chart.manifest["spec"]
-        repo = spec.get("repositoryOpts")
+    def install(self, chart: Chart, skip_await: bool = False) -> k8s.helm.v4.Chart:
         release = k8s.helm.v4.Chart(
             chart.name,
-            chart=spec["chart"],
-            version=spec.get("version"),
-            repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=repo["repo"]) if repo else None,
-            namespace=spec["namespace"],
-            values=spec["values"],
+            chart=chart.chart,
+            version=chart.version,
+            repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=chart.repository) if chart.repository else None,
+            namespace=chart.namespace,
+            values=chart.values,
             skip_await=True if skip_await else None,
             opts=pulumi.ResourceOptions(parent=self, depends_on=self._registry.depends(chart)),
         )
         self._registry.resources[chart.name] = release
-        self.register_outputs({"namespace": self.namespace, "chart": spec["chart"],
-                               "chartVersion": spec.get("version", "")})
+        self.register_outputs({"namespace": self.namespace, "chart": chart.chart,
+                               "chartVersion": chart.version or ""})
         return release

@@ -1,17 +1,21 @@
 """Register one desired object (gpupool.k8s.manifests.Desired) as the matching pulumi_kubernetes resource.
 
 The manifest is passed through as it is: top-level fields become keyword arguments and nested dicts keep
-their Kubernetes (camelCase) keys, so what the engine receives is exactly what `gpupool render` writes.
+their Kubernetes (camelCase) keys, so what the engine receives is what `gpupool render` writes. The only
+addition is Pulumi's own (`pulumi_only`): the provider reads `pulumi.com/patchForce` from a Patch
+resource's annotations (it is Pulumi's force-conflicts; with kubectl that is `--force-conflicts`), so it
+belongs here and never in the rendered YAML.
 """
 from __future__ import annotations
 
+import copy
 import re
-from typing import Callable
+from typing import Any, Callable
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from gpupool.k8s.manifests import Desired
+from gpupool.k8s.manifests import Chart, Desired
 
 _CLASSES: dict[tuple[str, str, bool], Callable] = {
     ("v1", "Namespace", False): k8s.core.v1.Namespace,
@@ -29,18 +33,32 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+# Pulumi-only inputs added to patch objects: gpupool's node labels win over another field manager's
+# (a node moving between pools must not conflict).
+PATCH_ANNOTATIONS = {"pulumi.com/patchForce": "true"}
+
+
+def pulumi_inputs(obj: Desired) -> dict[str, Any]:
+    """The manifest as registered: the rendered object plus the Pulumi-only annotations."""
+    if not obj.patch:
+        return obj.manifest
+    manifest = copy.deepcopy(obj.manifest)
+    manifest["metadata"].setdefault("annotations", {}).update(PATCH_ANNOTATIONS)
+    return manifest
+
+
 class Registry:
     """Pulumi resources by gpupool name, so `Desired.depends_on` can be resolved across components."""
 
     def __init__(self) -> None:
         self.resources: dict[str, pulumi.Resource] = {}
 
-    def depends(self, obj: Desired) -> list[pulumi.Resource]:
+    def depends(self, obj: Desired | Chart) -> list[pulumi.Resource]:
         return [self.resources[name] for name in obj.depends_on if name in self.resources]
 
     def register(self, obj: Desired, parent: pulumi.Resource) -> pulumi.Resource:
         cls = _CLASSES[(obj.manifest["apiVersion"], obj.manifest["kind"], obj.patch)]
-        kwargs = {_snake(k): v for k, v in obj.manifest.items() if k not in ("apiVersion", "kind")}
+        kwargs = {_snake(k): v for k, v in pulumi_inputs(obj).items() if k not in ("apiVersion", "kind")}
         opts = pulumi.ResourceOptions(parent=parent, depends_on=self.depends(obj),
                                       retain_on_delete=obj.retain_on_delete or None)
         resource = cls(obj.name, opts=opts, **kwargs)

@@ -65,7 +65,7 @@ def deploy(spec: m.Spec, k8s_provider: pulumi.ProviderResource, *, skip_await: b
               {p: c["migConfig"] for p, c in plan.pool_configs.items() if c["migConfig"]}, registry, opts)
     DevicePluginConfig("device-plugin-config", one("device-plugin-config", "ConfigMap"),
                        {p: c["devicePluginConfig"] for p, c in plan.pool_configs.items()}, registry, opts)
-    operator.install(one("operator", "HelmChart"), skip_await=skip_await)
+    operator.install(plan.chart, skip_await=skip_await)
     for pool in spec.pools:
         NodePool(f"pool-{pool.name}", pool.name, parts.get(f"pool:{pool.name}", []),
                  plan.node_group_labels.get(pool.name), registry, opts)

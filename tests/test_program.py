@@ -59,26 +59,41 @@ def test_every_kubernetes_resource_has_a_gpupool_component_parent(stack):
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_render_is_exactly_what_is_registered(stack):
-    """One source of truth: the objects `gpupool render` writes are the inputs the components register."""
+    """One source of truth: the objects `gpupool render` writes are the inputs the components register.
+
+    The component layer adds only Pulumi's own options: on Patch resources the provider's
+    `pulumi.com/patchForce` annotation (components.k8s_objects.PATCH_ANNOTATIONS); registered minus exactly
+    that is the rendered object. The chart is a helm.v4.Chart whose values are the values of every
+    rendered form (Flux HelmRelease, Argo CD Application, values file)."""
+    from components.k8s_objects import PATCH_ANNOTATIONS
+    from gpupool.k8s.delivery import MODES, VALUES_FILE
+    from gpupool.k8s.render import render_documents
+
     mocks, _ = _run(stack)
     registered = {a.name: a for a in mocks.created if a.custom}
     plan = manifests.build(load_valid_spec(f"stacks/{stack}/spec.yaml"))
-    from gpupool.k8s.render import render_documents
-
-    documents = render_documents(plan)
-    assert len(documents) == len(plan.objects)
+    documents = render_documents(plan, "values")
+    assert len(documents) == len(plan.objects) + 1
     for obj in plan.objects:
         rendered = yaml.safe_load(documents[f"{obj.name}.yaml"])
-        if obj.kind == "HelmChart":
-            chart = next(a for a in mocks.created if a.typ == "kubernetes:helm.sh/v4:Chart")
-            expected = {k: v for k, v in rendered["spec"].items()}
-            assert {k: chart.inputs[k] for k in expected} == expected
-            continue
         assert obj.name in registered, f"{obj.name} rendered but not registered"
-        assert registered[obj.name].inputs == rendered, obj.name
+        inputs = json.loads(json.dumps(registered[obj.name].inputs))
+        if obj.patch:
+            annotations = inputs["metadata"].pop("annotations")
+            assert annotations == PATCH_ANNOTATIONS, obj.name
+        assert inputs == rendered, obj.name
+        assert not any(k.startswith("pulumi.com/") for k in rendered["metadata"].get("annotations", {})), obj.name
     k8s_registered = {n for n, a in registered.items() if a.typ.startswith("kubernetes:")
-                      and not a.typ.startswith("pulumi:")}
-    assert k8s_registered == {o.name for o in plan.objects if o.kind != "HelmChart"}
+                      and not a.typ.startswith("pulumi:") and a.typ != "kubernetes:helm.sh/v4:Chart"}
+    assert k8s_registered == {o.name for o in plan.objects}
+    chart = next(a for a in mocks.created if a.typ == "kubernetes:helm.sh/v4:Chart")
+    assert chart.inputs["values"] == yaml.safe_load(documents[VALUES_FILE])
+    for mode in MODES:
+        rendered = [yaml.safe_load(t) for t in render_documents(plan, mode).values()]
+        carriers = [d["spec"]["values"] if d.get("kind") == "HelmRelease" else
+                    d["spec"]["source"]["helm"]["valuesObject"] if d.get("kind") == "Application" else d
+                    for d in rendered if d.get("kind") in ("HelmRelease", "Application") or "kind" not in d]
+        assert carriers == [chart.inputs["values"]], mode
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -201,28 +216,39 @@ def test_sharing_edit_changes_config_and_restarts_readers_through_the_operator(t
 
 
 
-def test_operand_env_keeps_the_chart_defaults_and_adds_the_config_hash():
-    """Helm replaces lists: setting devicePlugin.env must not drop the chart's own entries."""
+def test_operand_env_is_only_gpupools_config_hash():
+    """The operator merges env per variable into its own templates: gpupool passes only its hash."""
     mocks, _ = _run("dev")
     values = next(a for a in mocks.created if a.typ == "kubernetes:helm.sh/v4:Chart").inputs["values"]
     names = lambda operand: [e["name"] for e in values[operand]["env"]]  # noqa: E731
-    assert names("devicePlugin")[:2] == ["PASS_DEVICE_SPECS", "FAIL_ON_INIT_ERROR"]
-    assert names("devicePlugin")[-1] == manifests.HASH_ENV_PLUGIN
-    assert names("gfd") == ["GFD_SLEEP_INTERVAL", "GFD_FAIL_ON_INIT_ERROR", manifests.HASH_ENV_PLUGIN]
-    assert names("migManager") == ["WITH_REBOOT", manifests.HASH_ENV_MIG]
-    assert {e["name"]: e["value"] for e in values["migManager"]["env"]}["WITH_REBOOT"] == "false"
+    assert names("devicePlugin") == [manifests.HASH_ENV_PLUGIN]
+    assert names("gfd") == [manifests.HASH_ENV_PLUGIN]
+    assert names("migManager") == [manifests.HASH_ENV_MIG]
 
 
-def test_a_spec_env_list_replaces_the_defaults_and_still_gets_the_hash(tmp_path):
+@pytest.mark.parametrize("stack", STACKS)
+def test_gpupool_sets_no_operator_managed_variable(stack):
+    """DEVICE_LIST_STRATEGY and the other template defaults are the operator's (v26.7.0 facts)."""
+    from gpupool.k8s.operator_facts import operator_managed_env
+
+    managed = operator_managed_env()
+    assert "DEVICE_LIST_STRATEGY" in managed["devicePlugin"]
+    values = manifests.build(load_valid_spec(f"stacks/{stack}/spec.yaml")).chart.values
+    for operand, names in managed.items():
+        assert names, operand
+        set_by_gpupool = {e["name"] for e in values[operand]["env"]} & set(names)
+        assert not set_by_gpupool, (operand, set_by_gpupool)
+
+
+def test_a_spec_env_list_is_kept_and_still_gets_the_hash(tmp_path):
     spec_text = (ROOT / "stacks/dev/spec.yaml").read_text().replace(
         "    namespace: gpu-operator\n",
         "    namespace: gpu-operator\n    migRebootOnReconfigure: true\n    values:\n      devicePlugin:\n"
         "        env: [{name: DEVICE_LIST_STRATEGY, value: volume-mounts}]\n", 1)
     spec_path = _spec_text_with(tmp_path, "", "")
     spec_path.write_text(spec_text)
-    values = manifests.build(load_valid_spec(spec_path)).objects
-    chart = next(o for o in values if o.kind == "HelmChart").manifest["spec"]["values"]
+    chart = manifests.build(load_valid_spec(spec_path)).chart.values
     assert chart["devicePlugin"]["env"][0] == {"name": "DEVICE_LIST_STRATEGY", "value": "volume-mounts"}
     assert [e["name"] for e in chart["devicePlugin"]["env"]] == ["DEVICE_LIST_STRATEGY", manifests.HASH_ENV_PLUGIN]
-    assert {e["name"]: e["value"] for e in chart["migManager"]["env"]}["WITH_REBOOT"] == "true"
-    assert len([e for e in chart["migManager"]["env"] if e["name"] == "WITH_REBOOT"]) == 1
+    assert chart["migManager"]["env"] == [{"name": manifests.HASH_ENV_MIG, "value": chart["migManager"]["env"][0]["value"]},
+                                          {"name": "WITH_REBOOT", "value": "true"}]

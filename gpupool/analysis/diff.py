@@ -555,8 +555,9 @@ def compute(base: m.Spec | None, head: m.Spec | None) -> SpecDiff:
     built_b = manifests.build(base) if base else None
     built_a = manifests.build(head) if head else None
     plugin, moved = plugin_changes(built_b, built_a)
-    base_objects = built_b.objects if built_b else []
-    head_objects = built_a.objects if built_a else []
+    # The operator chart is compared like the objects (its values are what the operator receives).
+    base_objects = built_b.objects + [built_b.chart.record()] if built_b else []
+    head_objects = built_a.objects + [built_a.chart.record()] if built_a else []
     tenants = []
     for t in tenant_changes(base, head):
         if t.kind == "removed":

@@ -1,27 +1,56 @@
-"""`gpupool render SPEC -o DIR`: the stack's Kubernetes objects as YAML, no engine, no cluster."""
+"""`gpupool render SPEC --output-dir DIR`: the stack's Kubernetes objects as YAML, no engine, no cluster."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+
+from gpupool.k8s.delivery import DEFAULT_MODE, MODES, VALUES_FILE
 
 
 def register(sub) -> None:
-    p = sub.add_parser("render", help="write every desired object as YAML (no cluster, no Pulumi engine)",
-                       description="Write one YAML file per desired object into DIR: exactly what the Pulumi "
-                                   "components register. Files for objects no longer desired are removed.")
+    p = sub.add_parser(
+        "render", help="write every desired object as YAML (no cluster, no Pulumi engine)",
+        description="Write one YAML file per desired object into DIR: exactly what the Pulumi components "
+                    "register, as plain Kubernetes objects for kubectl, Argo CD or Flux. gpupool records what "
+                    "it wrote in DIR/.gpupool-render and only ever replaces or removes those files; a "
+                    "non-empty DIR that holds no previous render is refused unless you pass --force. The new "
+                    "render replaces the old one as a whole: a failure leaves the previous render intact.")
     p.add_argument("spec", metavar="SPEC")
-    p.add_argument("-o", "--output", required=True, metavar="DIR")
+    p.add_argument("--output-dir", required=True, metavar="DIR",
+                   help="directory to write (created if missing); '-' writes one YAML stream to stdout")
+    p.add_argument("--operator", choices=MODES, default=DEFAULT_MODE,
+                   help="how the GPU Operator chart is written: a Flux HelmRepository + HelmRelease "
+                        f"(default), an Argo CD Application, or only {VALUES_FILE} for `helm install -f`")
+    p.add_argument("--force", action="store_true",
+                   help="write into a non-empty directory that holds no previous render (its files are kept)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from gpupool.k8s import manifests
-    from gpupool.k8s import render
+    if not args.output_dir.strip():
+        print("gpupool render: error: --output-dir needs a directory (or '-' for stdout); "
+              "an empty value would mean the current directory", file=sys.stderr)
+        return 2
     from gpupool.cli.common import valid_spec_or_report
+    from gpupool.k8s import manifests, render
+    from gpupool.k8s.delivery import DeliveryError
 
     spec = valid_spec_or_report(args.spec, "invalid, nothing rendered")
     if spec is None:
         return 1
     plan = manifests.build(spec)
-    written = render.write(plan, Path(args.output))
-    print(f"wrote {len(written)} objects to {args.output}")
+    try:
+        if args.output_dir == "-":
+            sys.stdout.write(render.stream(plan, args.operator))
+            return 0
+        documents = render.render_documents(plan, args.operator)
+    except DeliveryError as exc:
+        print(f"gpupool render: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        render.write(documents, Path(args.output_dir), force=args.force)
+    except render.RenderError as exc:
+        print(f"gpupool render: error: {exc}; nothing was changed", file=sys.stderr)
+        return 1
+    print(f"wrote {len(documents)} files to {args.output_dir}")
     return 0

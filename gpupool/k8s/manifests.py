@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -53,11 +52,42 @@ class Desired:
         return self.manifest["kind"]
 
 
+@dataclass(frozen=True)
+class Chart:
+    """The GPU Operator Helm release gpupool wants.
+
+    Not a Kubernetes object: the Pulumi component installs it as a helm.v4.Chart, and `gpupool render`
+    writes it as the delivery object the user picks (Flux HelmRelease, Argo CD Application, or a values
+    file for `helm install -f`); all of them carry exactly these values."""
+
+    name: str  # Pulumi name and Helm release name
+    chart: str  # chart name in the repository, or a local chart path
+    version: str | None  # None for a local chart
+    repository: str | None  # None for a local chart
+    namespace: str
+    values: dict[str, Any]
+    depends_on: tuple[str, ...] = ()
+
+    def record(self) -> "Desired":
+        """The chart's inputs as a Desired-shaped record (kind Chart, as Pulumi's helm.sh/v4 type), so
+        `gpupool diff` compares it like the objects. Never rendered, never registered as a manifest."""
+        spec: dict[str, Any] = {"chart": self.chart}
+        if self.version:
+            spec["version"] = self.version
+        if self.repository:
+            spec["repositoryOpts"] = {"repo": self.repository}
+        spec.update({"namespace": self.namespace, "values": self.values})
+        return Desired("operator", self.name, {"apiVersion": "helm.sh/v4", "kind": "Chart",
+                                               "metadata": {"name": self.name, "namespace": self.namespace},
+                                               "spec": spec}, depends_on=self.depends_on)
+
+
 @dataclass
 class Plan:
     """Everything one stack wants, in registration order."""
 
     objects: list[Desired] = field(default_factory=list)
+    chart: Chart | None = None  # the GPU Operator release (see Chart)
     # pool name -> labels a selector-based node group must carry (gpupool cannot patch nodes it cannot name)
     node_group_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     pool_configs: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -205,25 +235,19 @@ def deep_merge(base: dict, extra: dict) -> dict:
     return out
 
 
-@functools.lru_cache(maxsize=1)
-def _chart_operand_env() -> dict[str, list[dict[str, str]]]:
-    from importlib import resources
-
-    text = resources.files("gpupool").joinpath("k8s/gpu-operator.yaml").read_text()
-    return yaml.safe_load(text)["operand_env"]
-
-
-def _operand_env(base: list[dict[str, str]], extra: dict[str, str]) -> list[dict[str, str]]:
+def _operand_env(base: list[dict[str, Any]], extra: dict[str, str]) -> list[dict[str, Any]]:
     """base with extra's variables set (replacing same-named entries, appended otherwise)."""
-    out = [dict(e) for e in base if e.get("name") not in extra]
+    out = [dict(e) for e in base if not (isinstance(e, dict) and e.get("name") in extra)]
     return out + [{"name": k, "value": v} for k, v in extra.items()]
 
 
 def operator_values(spec: m.Spec, mig_hash: str, plugin_hash: str) -> dict[str, Any]:
     op = spec.cluster.operator
     user = copy.deepcopy(dict(op.values))
-    # Helm replaces lists: each operand's env starts from the chart's defaults (or the spec's own list)
-    # and gets gpupool's variables added, so neither side silently loses entries.
+    # Only gpupool's own variables (plus whatever the spec's values list). The operator merges these into
+    # its DaemonSet templates per variable name, and the v26.7.0 chart's env lists are empty, so nothing
+    # else belongs here: a copied default (DEVICE_LIST_STRATEGY=envvar) would override what the operator
+    # sets (cdi-annotations,cdi-cri with CDI on). Facts and sources: gpupool/k8s/gpu-operator.yaml.
     ours = {"devicePlugin": {HASH_ENV_PLUGIN: plugin_hash},
             "gfd": {HASH_ENV_PLUGIN: plugin_hash},  # GFD reads the same config (sharing labels)
             "migManager": {HASH_ENV_MIG: mig_hash, **({"WITH_REBOOT": "true"} if op.mig_reboot else {})}}
@@ -231,7 +255,7 @@ def operator_values(spec: m.Spec, mig_hash: str, plugin_hash: str) -> dict[str, 
     for operand, extra in ours.items():
         section = user.get(operand) if isinstance(user.get(operand), dict) else {}
         base = section.pop("env", None)
-        env[operand] = _operand_env(base if isinstance(base, list) else _chart_operand_env()[operand], extra)
+        env[operand] = _operand_env(base if isinstance(base, list) else [], extra)
     values = {
         "mig": {"strategy": spec.cluster.mig_strategy},
         "driver": {"enabled": op.driver},
@@ -245,11 +269,11 @@ def operator_values(spec: m.Spec, mig_hash: str, plugin_hash: str) -> dict[str, 
     return deep_merge(values, user)
 
 
-def chart_spec(spec: m.Spec, values: dict[str, Any]) -> dict[str, Any]:
+def operator_chart(spec: m.Spec, values: dict[str, Any], depends_on: tuple[str, ...] = ()) -> Chart:
     op = spec.cluster.operator
-    chart: dict[str, Any] = {"chart": op.chart_path} if op.chart_path else {
-        "chart": "gpu-operator", "version": op.chart_version, "repositoryOpts": {"repo": op.repository}}
-    return {**chart, "namespace": op.namespace, "values": values}
+    if op.chart_path:
+        return Chart("gpu-operator", op.chart_path, None, None, op.namespace, values, depends_on)
+    return Chart("gpu-operator", "gpu-operator", op.chart_version, op.repository, op.namespace, values, depends_on)
 
 
 # -- Tenants ------------------------------------------------------------------------------------
@@ -346,11 +370,8 @@ def build(spec: m.Spec) -> Plan:
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": PLUGIN_CONFIGMAP, "namespace": opns, "labels": dict(MANAGED_BY)},
         "data": plugin_data}, depends_on=("gpu-operator-ns",)))
-    plan.objects.append(Desired("operator", "gpu-operator", {
-        "apiVersion": "gpupool.dev/v1alpha1", "kind": "HelmChart",
-        "metadata": {"name": "gpu-operator", "namespace": opns},
-        "spec": chart_spec(spec, operator_values(spec, mig_hash, plugin_hash))},
-        depends_on=("gpu-operator-ns", "mig-config", "device-plugin-config")))
+    plan.chart = operator_chart(spec, operator_values(spec, mig_hash, plugin_hash),
+                                depends_on=("gpu-operator-ns", "mig-config", "device-plugin-config"))
     for pool in spec.pools:
         labels = {LABEL_POOL: pool.name, LABEL_PLUGIN_CONFIG: plugin_by_pool[pool.name]}
         if pool.name in mig_by_pool:
@@ -362,9 +383,8 @@ def build(spec: m.Spec) -> Plan:
             plan.node_group_labels[pool.name] = labels
         for node in pool.nodes:
             plan.objects.append(Desired(f"pool:{pool.name}", f"pool-{pool.name}-{node}", {
-                "apiVersion": "v1", "kind": "Node",
-                # patchForce: these labels are gpupool's; a node moving between pools must not conflict.
-                "metadata": {"name": node, "labels": labels, "annotations": {"pulumi.com/patchForce": "true"}}},
+                # Plain labels; the component layer adds Pulumi's patchForce (components/k8s_objects.py).
+                "apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": labels}},
                 patch=True, retain_on_delete=True, depends_on=("mig-config", "device-plugin-config")))
     for tier in spec.tiers:
         obj = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",

@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from gpupool.cli.common import UsageError, add_spec_argument, spec_path, valid_spec_or_report
 from gpupool.k8s.delivery import DEFAULT_MODE, MODES, VALUES_FILE
 
 
@@ -15,7 +16,7 @@ def register(sub) -> None:
                     "it wrote in DIR/.gpupool-render and only ever replaces or removes those files; a "
                     "non-empty DIR that holds no previous render is refused unless you pass --force. The new "
                     "render replaces the old one as a whole: a failure leaves the previous render intact.")
-    p.add_argument("spec", metavar="SPEC")
+    add_spec_argument(p)
     p.add_argument("--output-dir", required=True, metavar="DIR",
                    help="directory to write (created if missing); '-' writes one YAML stream to stdout")
     p.add_argument("--operator", choices=MODES, default=DEFAULT_MODE,
@@ -28,14 +29,12 @@ def register(sub) -> None:
 
 def run(args) -> int:
     if not args.output_dir.strip():
-        print("gpupool render: error: --output-dir needs a directory (or '-' for stdout); "
-              "an empty value would mean the current directory", file=sys.stderr)
-        return 2
-    from gpupool.cli.common import valid_spec_or_report
+        raise UsageError("--output-dir needs a directory (or '-' for stdout); an empty value would mean "
+                         "the current directory")
     from gpupool.k8s import manifests, render
     from gpupool.k8s.delivery import DeliveryError
 
-    spec = valid_spec_or_report(args.spec, "invalid, nothing rendered")
+    spec = valid_spec_or_report(spec_path(args), "invalid, nothing rendered")
     if spec is None:
         return 1
     plan = manifests.build(spec)
@@ -45,8 +44,7 @@ def run(args) -> int:
             return 0
         documents = render.render_documents(plan, args.operator)
     except DeliveryError as exc:
-        print(f"gpupool render: error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     try:
         render.write(documents, Path(args.output_dir), force=args.force)
     except render.RenderError as exc:

@@ -10,12 +10,12 @@ import dataclasses
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.gpu_config import DevicePluginConfig, MigConfig
-from components.gpu_operator import GpuOperator
-from components.k8s_objects import Registry
-from components.node_pool import NodePool
-from components.tenancy import Tenant, TenantAccess
-from components.tiers import PriorityTiers
+from .gpu_config import DevicePluginConfig, MigConfig
+from .gpu_operator import GpuOperator
+from .k8s_objects import Registry
+from .node_pool import NodePool
+from .tenancy import Tenant, TenantAccess
+from .tiers import PriorityTiers
 from gpupool.k8s import manifests
 from gpupool.model import platform as m
 from gpupool.rules.engine import validate_file

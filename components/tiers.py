@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pulumi
 
-from components.k8s_objects import Registry
+from .k8s_objects import Registry
 from gpupool.k8s.manifests import Desired
 
 

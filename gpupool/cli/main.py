@@ -15,11 +15,25 @@ import sys
 COMMAND_MODULES = ("validate", "plan", "diff", "render", "mig", "schema")
 
 
+class _Version(argparse.Action):
+    """`--version`, as kubectl/helm/pulumi have it; the version is looked up only when asked for."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from gpupool import version
+
+        print(f"gpupool {version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpupool",
         description="Declarative multi-tenant GPU sharing on Kubernetes, checked before rollout.",
     )
+    parser.add_argument("--version", action=_Version, help="print gpupool's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:

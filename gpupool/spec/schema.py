@@ -10,7 +10,14 @@ from gpupool.spec.diagnostics import ERROR, Report, did_you_mean, one_of
 from gpupool.spec.loader import LoadedSpec
 from gpupool.spec.paths import render_path
 
-SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
+def _schema_dir() -> Path:
+    """gpupool/schemas in an installed wheel (pyproject maps schemas/ there); else the repository's
+    schemas/, the source the editor modelines point at (a source checkout or an editable install)."""
+    packaged = Path(__file__).resolve().parents[1] / "schemas"
+    return packaged if (packaged / "gpupool.schema.json").is_file() else Path(__file__).resolve().parents[2] / "schemas"
+
+
+SCHEMA_DIR = _schema_dir()
 SPEC_SCHEMA = SCHEMA_DIR / "gpupool.schema.json"
 SCHEMA_RULE = "GP010"  # documented in gpupool/rules/loading.py
 

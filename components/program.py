@@ -16,6 +16,7 @@ from .k8s_objects import Registry
 from .node_pool import NodePool
 from .tenancy import Tenant, TenantAccess
 from .tiers import PriorityTiers
+from gpupool.analysis import plan as capacity_plan
 from gpupool.k8s import manifests
 from gpupool.model import platform as m
 from gpupool.rules.engine import validate_file
@@ -77,12 +78,14 @@ def deploy(spec: m.Spec, k8s_provider: pulumi.ProviderResource, *, skip_await: b
 
 
 def stack_outputs(spec: m.Spec, plan: manifests.Plan) -> dict:
-    capacity = spec.capacity()
-    granted = spec.granted()
+    # Every figure from the capacity plan, the function `gpupool plan` prints: headroom is what the
+    # oversubscription policy still allows, not capacity minus grants.
+    resources = capacity_plan.compute(spec).resources
     return {
-        "capacity": capacity,
-        "granted": {r: granted.get(r, 0) for r in capacity},
-        "headroom": {r: capacity[r] - granted.get(r, 0) for r in capacity},
+        "capacity": {r.resource: r.capacity for r in resources},
+        "granted": {r.resource: r.granted for r in resources},
+        "allowed": {r.resource: r.allowed for r in resources},
+        "headroom": {r.resource: r.headroom for r in resources},
         "tenants": {t.name: {"namespace": t.namespace, "tier": t.tier, "gpus": dict(t.gpus),
                              "costCenter": t.cost_center or "", "offboarded": t.offboarded}
                     for t in spec.tenants},

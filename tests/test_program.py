@@ -1,6 +1,8 @@
 """The real Pulumi program under mocks: what it registers, under which parents, with which options."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 from pathlib import Path
@@ -252,3 +254,37 @@ def test_a_spec_env_list_is_kept_and_still_gets_the_hash(tmp_path):
     assert [e["name"] for e in chart["devicePlugin"]["env"]] == ["DEVICE_LIST_STRATEGY", manifests.HASH_ENV_PLUGIN]
     assert chart["migManager"]["env"] == [{"name": manifests.HASH_ENV_MIG, "value": chart["migManager"]["env"][0]["value"]},
                                           {"name": "WITH_REBOOT", "value": "true"}]
+
+
+def _exported(stack: str, monkeypatch) -> dict:
+    import pulumi
+
+    exported: dict = {}
+    monkeypatch.setattr(pulumi, "export", lambda key, value: exported.__setitem__(key, value))
+    _run(stack)
+    return exported
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_stack_outputs_are_the_figures_of_gpupool_plan(stack, monkeypatch):
+    """headroom, capacity, granted and allowed per resource: exactly what `gpupool plan -o json` reports."""
+    from gpupool.cli.main import main
+
+    exported = _exported(stack, monkeypatch)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["plan", f"stacks/{stack}/spec.yaml", "-o", "json"]) == 0
+    plan_json = json.loads(out.getvalue())
+    lines = {r["resource"]: r for r in plan_json["resources"]}
+    assert lines
+    for figure in ("capacity", "granted", "allowed", "headroom"):
+        assert exported[figure] == {r: line[figure] for r, line in lines.items()}, figure
+
+
+def test_prod_headroom_follows_the_oversubscription_policy(monkeypatch):
+    """The case that was wrong: prod promises 1.5x the shared replicas, so headroom is not capacity - granted."""
+    exported = _exported("prod", monkeypatch)
+    shared = "nvidia.com/gpu.shared"
+    assert exported["headroom"][shared] == exported["allowed"][shared] - exported["granted"][shared]
+    assert exported["allowed"][shared] > exported["capacity"][shared]
+    assert exported["headroom"][shared] >= 0

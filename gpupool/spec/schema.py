@@ -34,9 +34,9 @@ _PATTERN_HINTS = {
         "example.com/team)",
     "^v?[0-9]+\\.[0-9]+\\.[0-9]+(-[0-9A-Za-z.-]+)?$": "must be a chart version such as v26.7.0 (a pinned "
         "MAJOR.MINOR.PATCH, optionally with a v prefix and a -suffix)",
-    "^[+]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][-+]?[0-9]+|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$":
-        "must be a Kubernetes quantity: a number with an optional suffix m, k, M, G, T, Ki, Mi, Gi, Ti "
-        "(examples: 500m, 2, 1.5, 512Mi, 16Gi)",
+    "^[+]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][-+]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$":
+        "must be a Kubernetes quantity: a number with an optional suffix n, u, m, k, M, G, T, P, E, Ki, Mi, Gi, "
+        "Ti, Pi, Ei or an exponent such as e3 (examples: 500m, 2, 1.5, 512Mi, 16Gi, 250n)",
     "^nvidia\\.com/[A-Za-z0-9][-A-Za-z0-9_.+]*$": "must be an NVIDIA resource name such as nvidia.com/gpu, "
                        "nvidia.com/mig-1g.10gb or nvidia.com/gpu.shared",
 }

@@ -37,14 +37,46 @@ WANT=("$@"); [ ${#WANT[@]} -gt 0 ] || WANT=("${ALL[@]}")
 command -v go >/dev/null || { echo "build.sh: 'go' not found on PATH" >&2; exit 2; }
 export GOTOOLCHAIN=local GOWORK=off CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false -p=${GOFLAGS_P:-2}"
 mkdir -p "$BIN_DIR" "$COMP_DIR" "$SRC_DIR" "$LOG_DIR"
-# one build at a time per cache dir (parallel CI jobs / sessions share it)
-if command -v flock >/dev/null; then
-  exec 9>"$ROOT/.build.lock"
-  flock -w 3600 9 || { echo "build.sh: timed out waiting for $ROOT/.build.lock" >&2; exit 3; }
-fi
-
 log() { echo "[toolchain] $*" >&2; }
 now() { date +%s; }
+
+# one build at a time per cache dir (parallel CI jobs / sessions share it); say so while waiting
+if command -v flock >/dev/null; then
+  exec 9>>"$ROOT/.build.lock"
+  if ! flock -n 9; then
+    log "another toolchain build holds $ROOT/.build.lock ($(cat "$ROOT/.build.owner" 2>/dev/null || echo 'owner unknown'));"
+    log "waiting for it to finish (up to 60 min; a cold build takes ~25 min), then building what is still missing"
+    t_wait=$(now)
+    flock -w 3600 9 || { log "timed out waiting for $ROOT/.build.lock"; exit 3; }
+    log "got the lock after $(( $(now) - t_wait ))s"
+  fi
+  echo "pid $$ on $(hostname 2>/dev/null || echo ?), since $(date -u +%FT%TZ)" > "$ROOT/.build.owner"
+  trap 'rm -f "$ROOT/.build.owner"' EXIT
+fi
+
+# The cold build time of a component on 2 cores, from the table in toolchain/README.md ("" if not listed).
+expected_secs() {
+  awk -F'|' -v n="$1" '{ split($2, a, " ") } a[1] == n { if (match($3, /[0-9]+/)) print substr($3, RSTART, RLENGTH); exit }' \
+    "$HERE/README.md" 2>/dev/null
+}
+
+# Run a component's build with its output in LOG, printing a progress line every PROGRESS_SECS (60).
+build_logged() { # name out log expected
+  build_one "$1" "$2" >"$3" 2>&1 &
+  local pid=$! t0 last=0 elapsed
+  t0=$(now)
+  trap 'kill "$pid" 2>/dev/null' INT TERM
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 2
+    elapsed=$(( $(now) - t0 ))
+    if [ $(( elapsed - last )) -ge "${PROGRESS_SECS:-60}" ]; then
+      last=$elapsed
+      log "  $1: ${elapsed}s elapsed${4:+ of ~${4}s expected}; $(tail -n 1 "$3" 2>/dev/null | cut -c1-100)"
+    fi
+  done
+  trap - INT TERM
+  wait "$pid"
+}
 
 # Replace directives of a go.mod that do not point at a local path, as `go mod edit -replace` args.
 nonpath_replaces() {
@@ -157,23 +189,26 @@ build_one() { # name out
   esac
 }
 
-rc=0
+rc=0; failed=()
+i=0
 for name in "${WANT[@]}"; do
+  i=$((i + 1))
   ver="$(comp_version "$name")"
   cdir="$COMP_DIR/$name-$ver"
   if [ ! -x "$cdir/$name" ]; then
-    log "building $name $ver (log: $LOG_DIR/$name-$ver.log) ..."
+    exp="$(expected_secs "$name")"
+    log "[$i/${#WANT[@]}] building $name $ver${exp:+ (expected ~${exp}s on 2 cores)}; log: $LOG_DIR/$name-$ver.log"
     mkdir -p "$cdir"; t0=$(now)
-    if build_one "$name" "$cdir/$name.tmp" >"$LOG_DIR/$name-$ver.log" 2>&1; then
+    if build_logged "$name" "$cdir/$name.tmp" "$LOG_DIR/$name-$ver.log" "$exp"; then
       mv -f "$cdir/$name.tmp" "$cdir/$name"
       secs=$(( $(now) - t0 ))
       printf 'component=%s\nversion=%s\nbuild_seconds=%s\ngo=%s\nbuilt_at=%s\nsize_bytes=%s\n' \
         "$name" "$ver" "$secs" "$(go env GOVERSION)" "$(date -u +%FT%TZ)" "$(stat -c %s "$cdir/$name")" \
         > "$cdir/BUILD_INFO"
-      log "built $name in ${secs}s ($(du -h "$cdir/$name" | cut -f1))"
+      log "[$i/${#WANT[@]}] built $name in ${secs}s${exp:+ (expected ~${exp}s)}, $(du -h "$cdir/$name" | cut -f1)"
     else
-      rm -f "$cdir/$name.tmp"; rc=1
-      log "FAILED to build $name $ver; last lines of $LOG_DIR/$name-$ver.log:"
+      rm -f "$cdir/$name.tmp"; rc=1; failed+=("$LOG_DIR/$name-$ver.log")
+      log "FAILED to build $name $ver after $(( $(now) - t0 ))s; last lines of $LOG_DIR/$name-$ver.log:"
       tail -n 25 "$LOG_DIR/$name-$ver.log" >&2 || true
       continue
     fi
@@ -190,5 +225,5 @@ if [ -x "$BIN_DIR/pulumi-resource-kubernetes" ]; then
     || cp -f "$BIN_DIR/pulumi-resource-kubernetes" "$pd/pulumi-resource-kubernetes"
 fi
 
-[ $rc -eq 0 ] || { log "some components failed (see above)"; exit $rc; }
+[ $rc -eq 0 ] || { log "some components failed; full logs: ${failed[*]}"; exit $rc; }
 echo "$BIN_DIR"

@@ -77,3 +77,6 @@ def test_pr_job_annotates_comments_and_uploads():
     assert len(comments) == 2 and {c["with"]["path"] for c in comments} == {"gpupool-diff.md"}
     preview = next(s for s in steps if s.get("id") == "preview")
     assert preview.get("continue-on-error") is True
+    # the artifact is the full diff of the last run, the one with the preview in it
+    with_preview = next(i for i, s in enumerate(steps) if "--preview-file" in s.get("run", ""))
+    assert steps.index(uploads[0]) > with_preview

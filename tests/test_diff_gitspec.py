@@ -126,3 +126,25 @@ def test_many_tenants_one_cat_file(repo, capsys):
     _commit(repo)
     code, out, err = run(capsys, "--base", "HEAD", "stacks/dev/spec.yaml", "--exit-code")
     assert code == 0 and "no changes" in out, err
+
+
+def test_spec_that_was_a_symlink_at_the_base(repo, capsys):
+    """At the base the spec was a link to a real file beside it: the paths that file names (a chart outside
+    the stack directory) are still materialised."""
+    import yaml
+
+    chart = repo / "charts" / "gpu-operator"
+    chart.mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: gpu-operator\nversion: 26.7.0\n")
+    spec = repo / "stacks/dev/spec.yaml"
+    doc = yaml.safe_load(spec.read_text())
+    doc["cluster"]["gpuOperator"] = {"chartPath": "../../charts/gpu-operator"}
+    (repo / "stacks/dev/real-spec.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    spec.unlink()
+    os.symlink("real-spec.yaml", spec)
+    _commit(repo)
+    spec.unlink()
+    (repo / "stacks/dev/real-spec.yaml").rename(spec)  # HEAD: a regular file again, same content
+    code, out, err = run(capsys, "--base", "HEAD", "stacks/dev/spec.yaml", "--exit-code")
+    assert code == 0 and "no changes" in out, out + err
+    assert "GP101" not in err and "is invalid" not in out  # the chart was found at the base too

@@ -154,12 +154,21 @@ def materialize(ref: str, spec_path: Path | str, dest: Path) -> tuple[Path | Non
     entries = {path: (mode, oid) for mode, oid, path in _ls_tree(commit, root)}
     if rel not in entries or entries[rel][0] == "160000":
         return None, commit
-    spec_blob = _cat_blobs([entries[rel][1]], root)[entries[rel][1]]
+    # A spec that was a symlink at the ref: read the file it points at (inside the repository) for the
+    # paths it names; the link itself is recreated below like any other.
+    text_path, hops = rel, 0
+    while entries.get(text_path, ("",))[0] == "120000" and hops < 40:
+        inside, _ = _link_target(text_path, os.fsdecode(_cat_blobs([entries[text_path][1]], root)[entries[text_path][1]]),
+                                 root)
+        text_path, hops = inside or "", hops + 1
+    spec_blob = _cat_blobs([entries[text_path][1]], root)[entries[text_path][1]] if text_path in entries else b""
     try:
         spec_text = spec_blob.decode("utf-8")
     except UnicodeDecodeError:
         spec_text = ""  # the loader reports the encoding, located; nothing else can be read from it
     wanted = {posixpath.dirname(rel) or ".", *_referenced_paths(spec_text, rel)}
+    if text_path != rel and text_path in entries:
+        wanted.add(text_path)
     chosen: dict[str, tuple[str, str]] = {}
     links: dict[str, str] = {}
     while True:  # symlinks inside the repository pull their targets in (a fixpoint: each pass adds some)

@@ -110,6 +110,20 @@ class Side:
         return not self.exists or self.spec is not None
 
 
+def move_paths(side: Side, materialised_dir: str, real_dir: str) -> None:
+    """A BASE read from a temporary checkout names its local chart under that checkout; name it as HEAD
+    does (under the real spec directory), so the same chartPath is not a change. Labels are already
+    relative (the side is loaded with the checkout as its cwd)."""
+    from dataclasses import replace
+
+    spec = side.spec
+    op = spec.cluster.operator if spec is not None else None
+    if op is None or not op.chart_path or not op.chart_path.startswith(materialised_dir.rstrip("/") + "/"):
+        return
+    moved = real_dir.rstrip("/") + op.chart_path[len(materialised_dir.rstrip("/")):]
+    side.spec = replace(spec, cluster=replace(spec.cluster, operator=replace(op, chart_path=moved)))
+
+
 def load_side(name: str, path: Path | None, label: str, *, cwd: Path | None = None, prefix: str = "") -> Side:
     from gpupool.rules.engine import validate_file
 

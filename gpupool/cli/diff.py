@@ -54,7 +54,7 @@ class _Usage(Exception):
 
 
 def _sides(args, tmp: Path) -> tuple[Side, Side]:
-    from gpupool.analysis.sides import load_side
+    from gpupool.analysis.sides import load_side, move_paths
 
     if args.base is not None:
         if len(args.specs) > 1:
@@ -71,7 +71,9 @@ def _sides(args, tmp: Path) -> tuple[Side, Side]:
             raise _Usage(str(exc)) from None
         rel = base_path.relative_to(tmp).as_posix() if base_path else head
         base = load_side("BASE", base_path, f"{args.base}:{rel}", cwd=tmp, prefix=f"{args.base}:")
-        if base_path is None:
+        if base_path is not None:
+            move_paths(base, str(base_path.parent), str(Path(head).parent))
+        else:
             base.label = f"{args.base} (no spec at {rel}: a new stack)"
         return base, load_side("HEAD", Path(head), head)
     if len(args.specs) != 2:

@@ -38,8 +38,13 @@ tests/render/node_modules/.installed: tests/render/package-lock.json
 	cd tests/render && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# Lint (ruff) and type-check (mypy) the package and the components; configured in pyproject.toml.
+lint: setup
+	$(VENV)/bin/ruff check gpupool components
+	$(VENV)/bin/mypy
+
 # Everything, end-to-end tests against a local API server included.
-test: setup toolchain tools render-deps
+test: lint setup toolchain tools render-deps
 	GPUPOOL_REQUIRE_E2E=1 GPUPOOL_REQUIRE_RENDER=1 GPUPOOL_REQUIRE_TOOLS=1 \
 	GPUPOOL_ACTIONLINT="$$(bash tools/build.sh --print-bin-dir)/actionlint" GPUPOOL_TOOLCHAIN_BIN="$$(bash toolchain/build.sh --print-bin-dir)" $(PY) -m pytest -q
 

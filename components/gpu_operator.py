@@ -8,8 +8,9 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from .k8s_objects import Registry
 from gpupool.k8s.manifests import Chart, Desired
+
+from .k8s_objects import Registry
 
 
 class GpuOperator(pulumi.ComponentResource):

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pulumi
 
-from .k8s_objects import Registry
 from gpupool.k8s.manifests import Desired
+
+from .k8s_objects import Registry
 
 
 class NodePool(pulumi.ComponentResource):

@@ -10,16 +10,17 @@ import dataclasses
 import pulumi
 import pulumi_kubernetes as k8s
 
+from gpupool.analysis import plan as capacity_plan
+from gpupool.k8s import manifests
+from gpupool.model import platform as m
+from gpupool.rules.engine import validate_file
+
 from .gpu_config import DevicePluginConfig, MigConfig
 from .gpu_operator import GpuOperator
 from .k8s_objects import Registry
 from .node_pool import NodePool
 from .tenancy import Tenant, TenantAccess
 from .tiers import PriorityTiers
-from gpupool.analysis import plan as capacity_plan
-from gpupool.k8s import manifests
-from gpupool.model import platform as m
-from gpupool.rules.engine import validate_file
 
 
 def load_or_stop(spec_path: str) -> m.Spec:

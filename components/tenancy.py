@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pulumi
 
-from .k8s_objects import Registry
 from gpupool.k8s.manifests import Desired
+
+from .k8s_objects import Registry
 
 
 class TenantAccess(pulumi.ComponentResource):

@@ -22,10 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from gpupool.k8s import manifests
-from gpupool.model import platform as m
 from gpupool.analysis import plan as planmod
-from gpupool.k8s import render
+from gpupool.k8s import manifests, render
+from gpupool.model import platform as m
 
 if TYPE_CHECKING:
     from gpupool.analysis.sides import Gaps, Side
@@ -463,7 +462,7 @@ def object_changes(base_objects: list, head_objects: list) -> list[ObjectChange]
 
 # -- invalid sides: compare only what both sides support -----------------------------------------
 
-def _missing_reason(section: str, name: str, item, spec: m.Spec, gaps: "Gaps", side: str) -> str | None:
+def _missing_reason(section: str, name: str, item, spec: m.Spec, gaps: Gaps, side: str) -> str | None:
     """Why an item of the other side may be hidden in this side's gaps (None: it is really absent)."""
     from gpupool.analysis.sides import spec_relative
 
@@ -490,8 +489,8 @@ def _insert(own: tuple, added: list, other: tuple) -> tuple:
     return tuple(out)
 
 
-def reconcile(base: m.Spec | None, head: m.Spec | None, base_gaps: "Gaps | None",
-              head_gaps: "Gaps | None") -> tuple[m.Spec | None, m.Spec | None, list[Unknown]]:
+def reconcile(base: m.Spec | None, head: m.Spec | None, base_gaps: Gaps | None,
+              head_gaps: Gaps | None) -> tuple[m.Spec | None, m.Spec | None, list[Unknown]]:
     """(base', head', unknown): an item one side could not read takes the other side's value on both sides."""
     if base is None or head is None or ((base_gaps is None or base_gaps.empty) and (head_gaps is None or head_gaps.empty)):
         return base, head, []
@@ -538,7 +537,7 @@ def reconcile(base: m.Spec | None, head: m.Spec | None, base_gaps: "Gaps | None"
 
 # -- all of it -----------------------------------------------------------------------------------
 
-def compare(base: "Side", head: "Side") -> SpecDiff:
+def compare(base: Side, head: Side) -> SpecDiff:
     """The diff of two sides, valid or not: nothing is compared when a side that exists has no model."""
     if not base.comparable or not head.comparable or head.spec is None:
         return SpecDiff(comparable=False, head_ok=False)

@@ -13,8 +13,8 @@ supplying R in proportion to their capacity of R: pool p carries grant x capacit
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from fractions import Fraction
+from functools import cached_property
 
 from gpupool.model import platform as m
 
@@ -130,7 +130,7 @@ class Cost:
     def per_month(self) -> Fraction:
         return self.per_hour * HOURS_PER_MONTH
 
-    def __add__(self, other: "Cost") -> "Cost":
+    def __add__(self, other: Cost) -> Cost:
         return Cost(self.gpu_equivalents + other.gpu_equivalents,
                     self.priced_gpu_equivalents + other.priced_gpu_equivalents, self.per_hour + other.per_hour)
 
@@ -250,10 +250,10 @@ def compute(spec: m.Spec) -> CapacityPlan:
             attributed[(s.pool, r)] = Fraction(granted.get(r, 0) * s.capacity, capacity[r]) if capacity[r] else Fraction(0)
     pools = []
     for pool in spec.pools:
-        sups = tuple(replace(s, granted=attributed[(s.pool, s.resource)]) for s in supplies_by_pool[pool.name])
+        shares = tuple(replace(s, granted=attributed[(s.pool, s.resource)]) for s in supplies_by_pool[pool.name])
         pools.append(PoolLine(pool.name, pool.gpu_model, pool.node_count, pool.gpus_per_node, pool.total_gpus,
                               pool.sharing.kind, pool.sharing.replicas, _price(pool), tuple(pool.nodes),
-                              dict(pool.node_selector), sups))
+                              dict(pool.node_selector), shares))
     total_gpus = sum(p.total_gpus for p in spec.pools)
 
     resources = []
@@ -288,18 +288,17 @@ def compute(spec: m.Spec) -> CapacityPlan:
             eq += n * ue
             priced += n * up
             per_hour += n * uc
-        cost = Cost(eq, priced, per_hour)
-        tenants.append(TenantLine(t.name, t.tier, t.cost_center, t.offboarded, grants, cost, share(eq), eq_by_r,
-                                  {r: supplies_of.get(r, ()) for r in grants}))
+        tenants.append(TenantLine(t.name, t.tier, t.cost_center, t.offboarded, grants, Cost(eq, priced, per_hour),
+                                  share(eq), eq_by_r, {r: supplies_of.get(r, ()) for r in grants}))
 
     centers: dict[str, list[TenantLine]] = {}
-    for t in tenants:
-        centers.setdefault(t.cost_center or NO_COST_CENTER, []).append(t)
+    for line in tenants:
+        centers.setdefault(line.cost_center or NO_COST_CENTER, []).append(line)
     cost_centers = []
     for name in sorted(centers):
-        cost = sum((t.cost for t in centers[name]), Cost())
-        cost_centers.append(CostCenterLine(name, tuple(t.name for t in centers[name]), cost,
-                                           share(cost.gpu_equivalents)))
+        center_cost = sum((line.cost for line in centers[name]), Cost())
+        cost_centers.append(CostCenterLine(name, tuple(line.name for line in centers[name]), center_cost,
+                                           share(center_cost.gpu_equivalents)))
     total = sum((t.cost for t in tenants), Cost())
     return CapacityPlan(spec.cluster.name, spec.source_path, total_gpus, tuple(pools), tuple(resources),
                         tuple(tenants), tuple(cost_centers), total)

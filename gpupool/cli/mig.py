@@ -278,8 +278,8 @@ def _current_per_gpu(pool) -> list[dict[str, int]]:
 
 
 def _suggest_spec_mode(args: argparse.Namespace) -> int:
-    from gpupool.analysis.mig_demand import SpecModeError, current_nodes_needed, derive_demand
     from gpupool.analysis.diff import layout_text
+    from gpupool.analysis.mig_demand import SpecModeError, current_nodes_needed, derive_demand
     from gpupool.cli.common import spec_path, valid_spec_or_report
     from gpupool.model import platform as m
     from gpupool.present.numbers import units as units_text

@@ -6,8 +6,6 @@ Exit status: 0 = printed and every resource has non-negative headroom, 1 = inval
 """
 from __future__ import annotations
 
-import sys
-
 FORMATS = ("table", "json", "markdown", "csv")
 
 

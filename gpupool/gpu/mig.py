@@ -12,9 +12,9 @@ import difflib
 import functools
 import itertools
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Iterable, Mapping
 
 RESOURCE_PREFIX = "nvidia.com/mig-"
 

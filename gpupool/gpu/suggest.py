@@ -14,10 +14,10 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
-from gpupool.gpu.mig import GpuModel, catalog, check_layout, closest_profile, compute_instance_split, fits
+from gpupool.gpu.mig import GpuModel, check_layout, closest_profile, compute_instance_split, fits
 
 
 @dataclass
@@ -81,7 +81,7 @@ def _check_demand(model: GpuModel, demand: Mapping[str, int]) -> dict[str, int]:
     return clean
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def maximal_layouts(model: GpuModel) -> tuple[tuple[tuple[str, int], ...], ...]:
     """Every feasible single-GPU layout to which no further instance can be added (cached per model).
 

@@ -10,8 +10,9 @@ import copy
 import dataclasses
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
@@ -68,7 +69,7 @@ class Chart:
     values: dict[str, Any]
     depends_on: tuple[str, ...] = ()
 
-    def record(self) -> "Desired":
+    def record(self) -> Desired:
         """The chart's inputs as a Desired-shaped record (kind Chart, as Pulumi's helm.sh/v4 type), so
         `gpupool diff` compares it like the objects. Never rendered, never registered as a manifest."""
         spec: dict[str, Any] = {"chart": self.chart}

@@ -5,9 +5,10 @@ Defaults live here (one place), so every later layer (checks, manifests, plan) s
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Mapping
+from typing import Any
 
 from gpupool.gpu.mig import RESOURCE_PREFIX as MIG_PREFIX
 from gpupool.gpu.mig import mig_resource
@@ -31,7 +32,7 @@ def unshared_name(advertised: str) -> str:
     return advertised[: -len(SHARED_SUFFIX)] if advertised.endswith(SHARED_SUFFIX) else advertised
 
 
-def whole_gpu_indices(gpus_per_node: int, groups: "tuple[MigGroup, ...]") -> list[int]:
+def whole_gpu_indices(gpus_per_node: int, groups: tuple[MigGroup, ...]) -> list[int]:
     """GPU indices of a node that no MIG group covers: they stay whole GPUs (MIG disabled)."""
     covered = {i for group in groups for i in group.gpus}
     return [i for i in range(gpus_per_node) if i not in covered]
@@ -170,6 +171,7 @@ class NodePool:
             from gpupool.gpu.mig import catalog, gpu_fraction
 
             model = catalog().resolve(self.gpu_model)
+            assert model is not None, f"a MIG pool's model is in the catalog: {self.gpu_model}"
             profile = next(p for p in model.profiles.values() if p.resource_name == physical)
             base = gpu_fraction(model, profile.name)
         return base / self.sharing.replicas

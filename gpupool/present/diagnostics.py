@@ -6,8 +6,8 @@ the counts shown in its summary line.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from gpupool.spec.diagnostics import Diagnostic
 
@@ -93,7 +93,7 @@ def as_sarif(checked: Sequence[Checked], version: str) -> str:
     results = []
     for c in checked:
         for d in c.diagnostics:
-            result = {"ruleId": d.rule, "level": "error" if d.is_error else "warning",
+            result: dict[str, object] = {"ruleId": d.rule, "level": "error" if d.is_error else "warning",
                       "message": {"text": _message(d)},
                       "locations": [{"physicalLocation": {
                           "artifactLocation": {"uri": quote(d.location.file.replace("\\", "/"))},

@@ -13,7 +13,7 @@ def sections(plan) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...
     """(title, headers, rows, right-aligned columns) for every section of the plan."""
     from gpupool.analysis.plan import HOURS_PER_MONTH
 
-    out = []
+    out: list[tuple[str, list[str], list[list[str]], tuple[int, ...]]] = []
     out.append(("Pools", ["POOL", "GPU", "NODES", "GPUS", "SHARING", "PRICE/GPU-H"],
                 [[p.name, p.gpu_model, str(p.nodes), str(p.gpus), p.sharing,
                   money(p.price) if p.price is not None else "unpriced"] for p in plan.pools], (2, 3, 5)))

@@ -1,7 +1,7 @@
 """The one table helper: aligned text columns and GitHub markdown tables."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> str:

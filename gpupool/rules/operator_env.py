@@ -26,7 +26,8 @@ def operator_managed_env(ctx: Context) -> None:
               devicePlugin:
                 env: [{name: DEVICE_LIST_STRATEGY, value: envvar}]
     """
-    from gpupool.k8s.operator_facts import chart_version, operator_managed_env as managed
+    from gpupool.k8s.operator_facts import chart_version
+    from gpupool.k8s.operator_facts import operator_managed_env as managed
 
     raw = ctx.data.get("cluster") if isinstance(ctx.data, dict) else None
     if not isinstance(raw, dict) or not ctx.usable(("cluster", "gpuOperator", "values")):

@@ -15,9 +15,10 @@ Id ranges (one per concern, so parallel work never collides):
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from gpupool.spec.diagnostics import ERROR, WARNING, Location, Report
 from gpupool.spec.paths import render_path
@@ -34,7 +35,7 @@ RULE_ID = re.compile(r"^GP\d{3}$")
 class Rule:
     id: str
     title: str
-    check: Callable[["Context"], None] | None  # None: the check lives in the model builder (it gates building)
+    check: Callable[[Context], None] | None  # None: the check lives in the model builder (it gates building)
     doc: str = ""
 
 
@@ -50,10 +51,10 @@ def _register(r: Rule) -> Rule:
     return r
 
 
-def rule(rule_id: str, title: str) -> Callable[[Callable[["Context"], None]], Callable[["Context"], None]]:
+def rule(rule_id: str, title: str) -> Callable[[Callable[[Context], None]], Callable[[Context], None]]:
     """Register a rule that runs on the built model: `@rule("GP501", "...") def f(ctx): ...`."""
 
-    def wrap(fn: Callable[["Context"], None]) -> Callable[["Context"], None]:
+    def wrap(fn: Callable[[Context], None]) -> Callable[[Context], None]:
         _register(Rule(rule_id, title, fn, (fn.__doc__ or "").strip()))
         return fn
     return wrap
@@ -72,14 +73,14 @@ class Context:
     """What a rule sees: the loaded spec (data and source locations), the model of whatever validated, and
     the paths the schema already rejected (rules skip those: reporting them again would be noise)."""
 
-    loaded: "LoadedSpec"
+    loaded: LoadedSpec
     report: Report
-    spec: "m.Spec | None"
+    spec: m.Spec | None
     bad: set[tuple] = field(default_factory=set)
     current: str = ""  # id of the rule being run; set by the engine
     # The builder's view: the model even when the cluster section is broken (so capacity is still judged),
     # whether every pool was built, and the spec path of each built pool and tenant.
-    built: "Built | None" = None
+    built: Built | None = None
 
     @property
     def data(self) -> Any:

@@ -7,8 +7,8 @@ CI annotations and `grep` understand.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 ERROR = "error"
 WARNING = "warning"

@@ -18,10 +18,8 @@ import yaml
 
 from gpupool.spec.diagnostics import ERROR, Location, Report
 
-try:  # the C parser is ~10x faster; fall back for platforms without libyaml
-    _Loader = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover
-    _Loader = yaml.SafeLoader
+# The C parser is ~10x faster; fall back for platforms without libyaml.
+_Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 Path_ = tuple  # a path inside the spec: ("tenants", 3, "gpus", "nvidia.com/gpu")
 

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from gpupool.spec.diagnostics import ERROR, Report, did_you_mean, one_of
 from gpupool.spec.loader import LoadedSpec
 from gpupool.spec.paths import render_path
+
 
 def _schema_dir() -> Path:
     """gpupool/schemas in an installed wheel (pyproject maps schemas/ there); else the repository's
@@ -133,7 +135,7 @@ def _describe(value: Any) -> str:
 
 def _expected(schema_part: Any) -> str:
     if isinstance(schema_part, list):
-        return " or ".join(_TYPE_NAMES.get(t, t) for t in schema_part)
+        return " or ".join(_TYPE_NAMES.get(t, str(t)) for t in schema_part)
     return _TYPE_NAMES.get(schema_part, str(schema_part))
 
 

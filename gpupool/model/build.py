@@ -166,8 +166,15 @@ class _Builder:
         if not isinstance(sharing_raw, dict):
             sharing_raw = {}
         if model is None and "mig" in sharing_raw:
-            self.error(P.MIG_MODEL, path + ("gpu",), f'"{p["gpu"]}" is not a MIG-capable GPU model gpupool knows'
-                       f'{did_you_mean(p["gpu"], catalog().names())}; MIG models: {one_of(catalog().names(), 20)}')
+            from gpupool.gpu.models import resolve_gpu
+
+            known = resolve_gpu(p["gpu"]).gpu
+            if known is not None:  # the same wording as `gpupool mig profiles --gpu L4`
+                self.error(P.MIG_MODEL, path + ("gpu",), f"{known.name} has no MIG (a whole-GPU model: share it "
+                           f"with timeSlicing or mps, or use a MIG model: {one_of(catalog().names(), 20)})")
+            else:
+                self.error(P.MIG_MODEL, path + ("gpu",), f'"{p["gpu"]}" is not a MIG-capable GPU model gpupool '
+                           f'knows{did_you_mean(p["gpu"], catalog().names())}; MIG models: {one_of(catalog().names(), 20)}')
             ok = False
         if not all(self.usable(path + (k,)) for k in ("nodes", "nodeSelector", "nodeCount")):
             # Which nodes the pool has is unknown: skip the node checks, still judge the sharing config.

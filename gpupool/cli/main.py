@@ -12,7 +12,7 @@ import os
 import sys
 
 # Order is the order shown in --help.
-COMMAND_MODULES = ("validate", "plan", "diff", "render", "mig", "schema")
+COMMAND_MODULES = ("validate", "plan", "diff", "render", "mig", "tenant", "schema")
 
 
 class _Version(argparse.Action):
@@ -51,7 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     from gpupool.cli.common import UsageError
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # argparse fills positionals in one go, so `tenant new NAME --tier T SPEC` leaves SPEC over; a command
+    # whose positionals may come after its options names the list to extend (`set_defaults(extend=DEST)`).
+    dest = getattr(args, "extend", None)
+    if extra and dest and not any(e.startswith("-") and e != "-" for e in extra):
+        getattr(args, dest).extend(extra)
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:

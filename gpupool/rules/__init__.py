@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 
 RULE_MODULES: tuple[str, ...] = ("loading", "cluster", "pools", "gpu_models", "sharing", "tiers", "tenants",
-                                 "capacity", "operator_env")
+                                 "placeholders", "capacity", "operator_env")
 
 for _name in RULE_MODULES:
     importlib.import_module(f"gpupool.rules.{_name}")

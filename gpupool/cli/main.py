@@ -12,7 +12,7 @@ import os
 import sys
 
 # Order is the order shown in --help.
-COMMAND_MODULES = ("validate", "plan", "diff", "render", "mig", "tenant", "schema")
+COMMAND_MODULES = ("validate", "plan", "diff", "render", "mig", "tenant", "schema", "completion")
 
 
 class _Version(argparse.Action):
@@ -34,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Declarative multi-tenant GPU sharing on Kubernetes, checked before rollout.",
     )
     parser.add_argument("--version", action=_Version, help="print gpupool's version and exit")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="colour the severity of diagnostics: auto (default) = on a terminal, unless NO_COLOR "
+                             "is set; always; never")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:
@@ -48,8 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from gpupool.cli import console
     from gpupool.cli.common import UsageError
 
+    console.setup()  # before argparse prints anything: its messages must not crash on an ASCII stdout either
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # argparse fills positionals in one go, so `tenant new NAME --tier T SPEC` leaves SPEC over; a command
@@ -59,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         getattr(args, dest).extend(extra)
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    console.setup(args.color)
+    console.colour_stderr()
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:

@@ -86,6 +86,17 @@ def _model(name: str):
 _MAX_DIGITS = 15  # far above any real count; longer numbers are refused before they are even converted
 
 
+def _known_profiles(model, layout: dict[str, int]) -> None:
+    """An unknown profile is a usage error (exit 2), as an unknown model is; check_layout explains the rest."""
+    from gpupool.gpu.mig import closest_profile
+
+    unknown = [p for p in layout if p not in model.profiles and not re.match(r"^\d+c\.", p)]
+    if unknown:
+        hints = [f"{p}" + (f" (did you mean {g}?)" if (g := closest_profile(model, p)) else "") for p in unknown]
+        raise _UsageError(f"not a MIG profile of {model.name}: {', '.join(hints)}; profiles: "
+                          f"{', '.join(model.profiles)} (`gpupool mig profiles --gpu {model.name}`)")
+
+
 def _parse_pairs(items: list[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for item in items:
@@ -120,6 +131,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         else:
             layout = _parse_pairs(args.layout)
             title = model.name
+            _known_profiles(model, layout)
     except _UsageError as exc:
         _error(str(exc))
         return 2

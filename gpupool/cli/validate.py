@@ -5,6 +5,7 @@ import sys
 
 from gpupool.cli.common import add_output_format, add_spec_argument, spec_paths
 from gpupool.present.diagnostics import FORMATS
+from gpupool.present.text import plural
 
 
 def register(sub) -> None:
@@ -34,10 +35,11 @@ def run(args) -> int:
         ok = not errors and result.spec is not None and not (args.strict and warnings)
         if ok and result.spec is not None:
             spec = result.spec
-            summary = (f"ok ({len(spec.pools)} pools, {len(spec.tiers)} tiers, {len(spec.tenants)} tenants"
-                       f"{f', {warnings} warnings' if warnings else ''})")
+            counted = [plural(len(spec.pools), "pool"), plural(len(spec.tiers), "tier"),
+                       plural(len(spec.tenants), "tenant")] + ([plural(warnings, "warning")] if warnings else [])
+            summary = f"ok ({', '.join(counted)})"
         else:
-            summary = (f"{errors} errors, {warnings} warnings"
+            summary = (f"{plural(errors, 'error')}, {plural(warnings, 'warning')}"
                        f"{' (--strict: warnings count as errors)' if args.strict and warnings else ''}")
         item = present.Checked(result.loaded.path, diagnostics, ok, summary)
         checked.append(item)

@@ -193,7 +193,7 @@ class _Builder:
             ok = False
         if count is not None and count < len(nodes):
             self.error(P.COUNT_BELOW_NODES, path + ("nodeCount",), f"nodeCount {count} is less than the "
-                       f"{len(nodes)} nodes listed; set it to at least {len(nodes)} or remove it")
+                       f"{len(nodes)} node{'s' if len(nodes) != 1 else ''} listed; set it to at least {len(nodes)} or remove it")
             ok = False
         seen: set[str] = set()
         for j, node in enumerate(nodes):
@@ -275,7 +275,7 @@ class _Builder:
             for j, index in enumerate(entry["gpus"]):
                 if index >= gpus_per_node:
                     self.error(P.GPU_INDEX_RANGE, epath + ("gpus", j), f"GPU index {index} does not exist on a "
-                               f"node with {gpus_per_node} GPUs; valid indices are 0..{gpus_per_node - 1}")
+                               f"node with {gpus_per_node} GPU{'s' if gpus_per_node != 1 else ''}; valid indices are 0..{gpus_per_node - 1}")
                     ok = False
                 elif index in owner:
                     self.error(P.GPU_INDEX_TWICE, epath + ("gpus", j), f"GPU {index} already has a layout "

@@ -7,6 +7,7 @@ import json
 
 from gpupool.present.numbers import eq, money, pct, ratio, units
 from gpupool.present.tables import md_table, text_table
+from gpupool.present.text import plural
 
 
 def sections(plan) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...]]]:
@@ -28,7 +29,7 @@ def sections(plan) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...
                 ["RESOURCE", "CAPACITY", "MAX", "ALLOWED", "GRANTED", "HEADROOM", "RATIO"],
                 [[r.resource, str(r.capacity), f"{float(r.max_ratio):g}x", str(r.allowed), str(r.granted),
                   str(r.headroom), ratio(r.ratio)] for r in plan.resources], (1, 2, 3, 4, 5, 6)))
-    out.append((f"Tenants (share of the cluster's {plan.total_gpus} GPUs)",
+    out.append((f"Tenants (share of the cluster's {plural(plan.total_gpus, 'GPU')})",
                 ["TENANT", "TIER", "COST CENTRE", "GPU-EQ", "SHARE"],
                 [[t.name + (" (offboarded)" if t.offboarded else ""), t.tier, t.cost_center or "-",
                   eq(t.gpu_equivalents), pct(t.share)] for t in plan.tenants], (3, 4)))
@@ -60,7 +61,8 @@ def sections(plan) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...
 
 def _summary(plan) -> str:
     granted = eq(plan.total.gpu_equivalents)
-    return (f"{plan.total_gpus} GPUs in {len(plan.pools)} pools; {len(plan.tenants)} tenants granted "
+    return (f"{plural(plan.total_gpus, 'GPU')} in {plural(len(plan.pools), 'pool')}; "
+            f"{plural(len(plan.tenants), 'tenant')} granted "
             f"{granted} GPU-equivalents ({pct(plan.total.gpu_equivalents / plan.total_gpus) if plan.total_gpus else '-'}"
             " of the cluster)")
 

@@ -65,7 +65,7 @@ def test_github_workflow_commands(capsys):
     assert lines and all(WORKFLOW.match(line) for line in lines), out
     hits = [WORKFLOW.match(line) for line in lines]
     assert any(h["file"].endswith("tenants/extra.yaml") and h["title"] == "GP502" for h in hits), out
-    assert "errors" in err  # the summary stays on stderr, out of the annotations
+    assert "1 error, 1 warning" in err  # the summary stays on stderr, out of the annotations
 
 
 def test_github_escapes_what_would_end_a_property_or_the_command(capsys, tmp_path):

@@ -158,10 +158,11 @@ def cmd_new(args) -> int:
     data = loaded.data if isinstance(loaded.data, dict) else None
     if data is None:
         raise UsageError(f"{path}: cannot be read as a spec; run `gpupool validate {path}`")
-    tiers = [t.get("name") for t in data.get("tiers") or [] if isinstance(t, dict)]
+    tiers: list[str] = [t["name"] for t in data.get("tiers") or []
+                        if isinstance(t, dict) and isinstance(t.get("name"), str)]
     if args.tier not in tiers:
         raise UsageError(f"{path} has no tier {args.tier!r}{did_you_mean(args.tier, tiers)}; tiers: "
-                         f"{', '.join(map(str, tiers)) or '(none)'}")
+                         f"{', '.join(tiers) or '(none)'}")
     existing = [t.get("name") for t in data.get("tenants") or [] if isinstance(t, dict)]
     if name in existing:
         raise UsageError(f"{path} already has a tenant {name!r}; edit its file instead")

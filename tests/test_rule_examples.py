@@ -31,6 +31,16 @@ def test_base_spec_is_clean(tmp_path):
     assert _ids(tmp_path, "{}") == []
 
 
+def test_every_id_the_builder_reports_is_declared():
+    """gpupool.model.build names the ids of its checks (the model does not import rules); rules/ declares them."""
+    from gpupool.model import build
+
+    ids = {v for k, v in vars(build).items() if k.isupper() and isinstance(v, str) and v.startswith("GP")}
+    assert len(ids) >= 25
+    for rule_id in ids:
+        assert rule_id in RULES and RULES[rule_id].check is None, rule_id
+
+
 def test_rules_are_registered():
     assert len(MODEL_RULES) >= 30
     assert {"GP001", "GP002", "GP010"} <= set(RULES)

@@ -2,8 +2,8 @@
 objects.
 
 The checks that decide whether something can be built at all (a duplicate name, a MIG layout that does not
-fit, a quota nobody advertises) run here, as they build, and report under the ids declared in
-gpupool/rules/ (where their documentation lives). Everything else is a rule that reads the built model.
+fit, a quota nobody advertises) run here, as they build, and report under the ids below, which
+gpupool/rules/ declares with their documentation. Everything else is a rule that reads the built model.
 Parts the schema already rejected are skipped, so one run reports every problem it can.
 """
 from __future__ import annotations
@@ -13,14 +13,40 @@ from pathlib import Path
 from typing import Any
 
 from gpupool.model import platform as m
-from gpupool.rules import pools as P
-from gpupool.rules import sharing as S
-from gpupool.rules import tenants as T
-from gpupool.rules import tiers as R
 from gpupool.spec.diagnostics import ERROR, WARNING, Report, did_you_mean, one_of
 from gpupool.spec.loader import LoadedSpec
 from gpupool.spec.paths import render_path
 from gpupool.spec.quantity import parse_quantity
+
+# Ids of the checks that run while building; their titles and docs are declared in gpupool/rules/
+# (pools.py, sharing.py, tiers.py, tenants.py), which import these names. The model does not import rules.
+DUPLICATE_POOL = "GP201"
+MIG_MODEL = "GP202"
+NO_NODES = "GP203"
+SELECTOR_COUNT = "GP204"
+COUNT_BELOW_NODES = "GP205"
+NODE_TWICE = "GP206"
+NODE_IN_TWO_POOLS = "GP207"
+MIG_FORM = "GP210"
+GPU_INDEX_RANGE = "GP211"
+GPU_INDEX_TWICE = "GP212"
+PER_GPU_FORM = "GP213"
+UNKNOWN_PRESET = "GP214"
+COMPUTE_INSTANCE = "GP215"
+UNKNOWN_PROFILE = "GP216"
+ALL_ZERO = "GP217"
+LAYOUT_FIT = "GP218"
+MIG_NEEDS_MIXED = "GP301"
+TS_AND_MPS = "GP302"
+MPS_WITH_MIG = "GP303"
+MPS_UNDER_MIXED = "GP304"
+DUPLICATE_TIER = "GP402"
+DUPLICATE_TENANT = "GP501"
+UNKNOWN_TIER = "GP502"
+UNADVERTISED = "GP503"
+DEDICATED_SHARED = "GP504"
+QUANTITY = "GP505"
+REQUEST_ABOVE_LIMIT = "GP506"
 
 
 @dataclass
@@ -123,7 +149,7 @@ class _Builder:
                 continue
             name = t["name"]
             if name in out:
-                self.error(R.DUPLICATE_TIER, path + ("name",), f'duplicate tier "{name}"; tier names must be unique')
+                self.error(DUPLICATE_TIER, path + ("name",), f'duplicate tier "{name}"; tier names must be unique')
                 continue
             out[name] = m.Tier(name, t["priority"], t.get("preemptionPolicy", "PreemptLowerPriority"),
                                t.get("isolation", "shared"), t.get("description", ""))
@@ -143,7 +169,7 @@ class _Builder:
                 self.pools_complete = False
                 continue
             if p["name"] in out:
-                self.error(P.DUPLICATE_POOL, path + ("name",),
+                self.error(DUPLICATE_POOL, path + ("name",),
                            f'duplicate node pool "{p["name"]}"; pool names must be unique')
                 self.pools_complete = False  # what it advertises is not counted: do not blame tenants for it
                 continue
@@ -170,10 +196,10 @@ class _Builder:
 
             known = resolve_gpu(p["gpu"]).gpu
             if known is not None:  # the same wording as `gpupool mig profiles --gpu L4`
-                self.error(P.MIG_MODEL, path + ("gpu",), f"{known.name} has no MIG (a whole-GPU model: share it "
+                self.error(MIG_MODEL, path + ("gpu",), f"{known.name} has no MIG (a whole-GPU model: share it "
                            f"with timeSlicing or mps, or use a MIG model: {one_of(catalog().names(), 20)})")
             else:
-                self.error(P.MIG_MODEL, path + ("gpu",), f'"{p["gpu"]}" is not a MIG-capable GPU model gpupool '
+                self.error(MIG_MODEL, path + ("gpu",), f'"{p["gpu"]}" is not a MIG-capable GPU model gpupool '
                            f'knows{did_you_mean(p["gpu"], catalog().names())}; MIG models: {one_of(catalog().names(), 20)}')
             ok = False
         if not all(self.usable(path + (k,)) for k in ("nodes", "nodeSelector", "nodeCount")):
@@ -184,24 +210,24 @@ class _Builder:
         selector = dict(p.get("nodeSelector", {}))
         count = p.get("nodeCount")
         if not nodes and not selector:
-            self.error(P.NO_NODES, path, "the pool selects no nodes: list `nodes` by name, or give the "
+            self.error(NO_NODES, path, "the pool selects no nodes: list `nodes` by name, or give the "
                        "`nodeSelector` labels its node group carries (with `nodeCount`)")
             ok = False
         if selector and not nodes and count is None:
-            self.error(P.SELECTOR_COUNT, path, "`nodeCount` is required when nodes are chosen by `nodeSelector`: "
+            self.error(SELECTOR_COUNT, path, "`nodeCount` is required when nodes are chosen by `nodeSelector`: "
                        "capacity checks need to know how many nodes the group has")
             ok = False
         if count is not None and count < len(nodes):
-            self.error(P.COUNT_BELOW_NODES, path + ("nodeCount",), f"nodeCount {count} is less than the "
+            self.error(COUNT_BELOW_NODES, path + ("nodeCount",), f"nodeCount {count} is less than the "
                        f"{len(nodes)} node{'s' if len(nodes) != 1 else ''} listed; set it to at least {len(nodes)} or remove it")
             ok = False
         seen: set[str] = set()
         for j, node in enumerate(nodes):
             if node in seen:
-                self.error(P.NODE_TWICE, path + ("nodes", j), f'node "{node}" is listed twice in this pool')
+                self.error(NODE_TWICE, path + ("nodes", j), f'node "{node}" is listed twice in this pool')
                 ok = False
             elif node in node_owner:
-                self.error(P.NODE_IN_TWO_POOLS, path + ("nodes", j), f'node "{node}" is already in pool '
+                self.error(NODE_IN_TWO_POOLS, path + ("nodes", j), f'node "{node}" is already in pool '
                            f'"{node_owner[node]}"; a node can carry only one MIG and one device-plugin config')
                 ok = False
             seen.add(node)
@@ -225,7 +251,7 @@ class _Builder:
         groups: tuple[m.MigGroup, ...] | None = ()
         if "mig" in raw and self.usable(path + ("mig",)):
             if cluster is not None and cluster.mig_strategy != "mixed":
-                self.error(S.MIG_NEEDS_MIXED, path + ("mig",), f'MIG pools need cluster.migStrategy "mixed" (it is '
+                self.error(MIG_NEEDS_MIXED, path + ("mig",), f'MIG pools need cluster.migStrategy "mixed" (it is '
                            f'"{cluster.mig_strategy}"), so that each MIG profile is advertised as its own resource')
                 ok = False
             if model is not None:
@@ -234,17 +260,17 @@ class _Builder:
         ts = raw.get("timeSlicing")
         mps = raw.get("mps")
         if ts is not None and mps is not None:
-            self.error(S.TS_AND_MPS, path + ("mps",), "a pool uses either timeSlicing or mps, not both; "
+            self.error(TS_AND_MPS, path + ("mps",), "a pool uses either timeSlicing or mps, not both; "
                        "remove one of them")
             ok = False
         if mps is not None:
             if "mig" in raw:
-                self.error(S.MPS_WITH_MIG, path + ("mps",), "MPS cannot share MIG instances (the device plugin "
+                self.error(MPS_WITH_MIG, path + ("mps",), "MPS cannot share MIG instances (the device plugin "
                            "rejects it: \"sharing using MPS is not supported for MIG devices\"); use timeSlicing "
                            "with MIG, or MPS on a pool without mig")
                 ok = False
             elif cluster is not None and cluster.mig_strategy == "mixed":
-                self.error(S.MPS_UNDER_MIXED, path + ("mps",), 'MPS does not work with cluster.migStrategy "mixed": '
+                self.error(MPS_UNDER_MIXED, path + ("mps",), 'MPS does not work with cluster.migStrategy "mixed": '
                            "the GPU Operator passes the strategy to every device plugin, which then refuses MPS "
                            "(\"using --mig-strategy=mixed is not supported with MPS\"); set cluster.migStrategy: "
                            "none (only possible without MIG pools) or use timeSlicing")
@@ -261,7 +287,7 @@ class _Builder:
     def mig(self, path: tuple, raw: dict, model, gpus_per_node: int) -> tuple[m.MigGroup, ...] | None:
         forms = [k for k in ("layout", "preset", "perGpu") if k in raw]
         if len(forms) != 1:
-            self.error(P.MIG_FORM, path, "give exactly one of `layout` (profile: count), `preset` (e.g. "
+            self.error(MIG_FORM, path, "give exactly one of `layout` (profile: count), `preset` (e.g. "
                        f"all-balanced) or `perGpu`; found {', '.join(forms) if forms else 'none'}")
             return None
         if "perGpu" not in raw:
@@ -274,16 +300,16 @@ class _Builder:
             epath = path + ("perGpu", k)
             for j, index in enumerate(entry["gpus"]):
                 if index >= gpus_per_node:
-                    self.error(P.GPU_INDEX_RANGE, epath + ("gpus", j), f"GPU index {index} does not exist on a "
+                    self.error(GPU_INDEX_RANGE, epath + ("gpus", j), f"GPU index {index} does not exist on a "
                                f"node with {gpus_per_node} GPU{'s' if gpus_per_node != 1 else ''}; valid indices are 0..{gpus_per_node - 1}")
                     ok = False
                 elif index in owner:
-                    self.error(P.GPU_INDEX_TWICE, epath + ("gpus", j), f"GPU {index} already has a layout "
+                    self.error(GPU_INDEX_TWICE, epath + ("gpus", j), f"GPU {index} already has a layout "
                                f"(perGpu[{owner[index]}]); each GPU index may appear once")
                     ok = False
                 owner.setdefault(index, k)
             if ("layout" in entry) == ("preset" in entry):
-                self.error(P.PER_GPU_FORM, epath, "give exactly one of `layout` or `preset` for these GPUs")
+                self.error(PER_GPU_FORM, epath, "give exactly one of `layout` or `preset` for these GPUs")
                 ok = False
                 continue
             layout = self.mig_layout(epath, entry, model)
@@ -303,7 +329,7 @@ class _Builder:
             layout = resolve_preset(model, raw["preset"])
             if layout is None:
                 presets = list(model.presets)
-                self.error(P.UNKNOWN_PRESET, path + ("preset",), f'"{raw["preset"]}" is not an NVIDIA preset for '
+                self.error(UNKNOWN_PRESET, path + ("preset",), f'"{raw["preset"]}" is not an NVIDIA preset for '
                            f'{model.name}{did_you_mean(raw["preset"], presets)}; presets: {one_of(presets, 30)}')
             return layout
         layout = raw["layout"]
@@ -311,26 +337,26 @@ class _Builder:
         for profile in layout:
             whole = compute_instance_split(profile)
             if whole is not None:
-                self.error(P.COMPUTE_INSTANCE, path + ("layout", profile), f'"{profile}" splits a GPU instance '
+                self.error(COMPUTE_INSTANCE, path + ("layout", profile), f'"{profile}" splits a GPU instance '
                            "into compute instances, which the device plugin cannot advertise; use the "
                            f'whole-instance profile "{whole}"', key=True)
                 ok = False
             elif profile not in model.profiles:
-                self.error(P.UNKNOWN_PROFILE, path + ("layout", profile), f'"{profile}" is not a MIG profile of '
+                self.error(UNKNOWN_PROFILE, path + ("layout", profile), f'"{profile}" is not a MIG profile of '
                            f'{model.name}{did_you_mean(profile, model.profiles)}; valid profiles: '
                            f"{one_of(model.profiles, 30)}", key=True)
                 ok = False
         if not ok:
             return None
         if not any(layout.values()):
-            self.error(P.ALL_ZERO, path + ("layout",), "every count is 0: give at least one instance, or remove "
+            self.error(ALL_ZERO, path + ("layout",), "every count is 0: give at least one instance, or remove "
                        "mig to keep whole GPUs")
             return None
         fit = check_layout(model, layout)
         for warning in fit.warnings:
-            self.warn(P.LAYOUT_FIT, path + ("layout",), warning)
+            self.warn(LAYOUT_FIT, path + ("layout",), warning)
         if not fit.ok:
-            self.error(P.LAYOUT_FIT, path + ("layout",), f"does not fit one {model.name}: " + "; ".join(fit.reasons))
+            self.error(LAYOUT_FIT, path + ("layout",), f"does not fit one {model.name}: " + "; ".join(fit.reasons))
             return None
         return {k: v for k, v in layout.items() if v}
 
@@ -349,13 +375,13 @@ class _Builder:
             name = t["name"]
             if name in out:
                 first = self.loaded.source.value(out[name][1])
-                self.error(T.DUPLICATE_TENANT, path + ("name",), f'duplicate tenant "{name}" (first defined in '
+                self.error(DUPLICATE_TENANT, path + ("name",), f'duplicate tenant "{name}" (first defined in '
                            f"{first.file} line {first.line}); tenant names are namespace names and must be unique")
                 continue
             ok = True
             tier = tiers.get(t["tier"])
             if t["tier"] not in tiers:
-                self.error(T.UNKNOWN_TIER, path + ("tier",), f'unknown tier "{t["tier"]}"'
+                self.error(UNKNOWN_TIER, path + ("tier",), f'unknown tier "{t["tier"]}"'
                            f"{did_you_mean(t['tier'], tiers)}; defined tiers: {one_of(tiers)}")
                 ok = False
             gpus = dict(t.get("gpus", {}))
@@ -364,7 +390,7 @@ class _Builder:
                 pools_for = advertisers.get(resource)
                 if not pools_for:
                     if self.pools_complete:
-                        self.error(T.UNADVERTISED, rpath, _unadvertised(resource, advertisers), key=True)
+                        self.error(UNADVERTISED, rpath, _unadvertised(resource, advertisers), key=True)
                         ok = False
                     continue
                 if tier is not None and tier.isolation == "dedicated":
@@ -373,7 +399,7 @@ class _Builder:
                         how = shared[0].sharing.kind
                         fix = ("; set renameToShared: true on that pool so shared GPUs get their own resource name"
                                if not shared[0].sharing.rename else "")
-                        self.error(T.DEDICATED_SHARED, rpath, f'tier "{tier.name}" requires dedicated GPUs, but '
+                        self.error(DEDICATED_SHARED, rpath, f'tier "{tier.name}" requires dedicated GPUs, but '
                                    f'{resource} is supplied by pool "{shared[0].name}" ({how}), so its pods could '
                                    f"share a GPU with other tenants{fix}", key=True)
                         ok = False
@@ -400,12 +426,12 @@ class _Builder:
                 try:
                     parsed[part] = parse_quantity(values[key])
                 except ValueError as exc:
-                    self.error(T.QUANTITY, path + ("containerDefaults", part, key), str(exc))
+                    self.error(QUANTITY, path + ("containerDefaults", part, key), str(exc))
             if len(parsed) < 2:
                 ok = False
                 continue
             if parsed["requests"] > parsed["limits"]:
-                self.error(T.REQUEST_ABOVE_LIMIT, path + ("containerDefaults",), f"default {key} request "
+                self.error(REQUEST_ABOVE_LIMIT, path + ("containerDefaults",), f"default {key} request "
                            f"{requests[key]} is above the default {key} limit {limits[key]}; a request must not "
                            "exceed its limit")
                 ok = False

@@ -43,7 +43,7 @@ def validate_loaded(loaded: LoadedSpec) -> Result:
     report = loaded.report
     if loaded.data is None:
         return Result(loaded, report, None)
-    import gpupool.rules  # noqa: F401  (registers every rule before the builder reports under their ids)
+    import gpupool.rules  # noqa: F401  (importing the package registers every rule)
     from gpupool.model.build import build
     from gpupool.rules.registry import Context, run_rules
     from gpupool.spec import schema

@@ -6,9 +6,10 @@ keys of the base spec shown in docs/rules.md.
 """
 from __future__ import annotations
 
+from gpupool.model import build as B
 from gpupool.rules.registry import Context, declare, rule
 
-DUPLICATE_POOL = declare("GP201", "two node pools have the same name", """
+declare(B.DUPLICATE_POOL, "two node pools have the same name", """
 Pool names name the MIG and device-plugin configs; the second pool of a name is not counted.
 
 Passes:
@@ -21,7 +22,7 @@ Fails:
       - {name: l4, gpu: L4, gpusPerNode: 4, nodes: [gpu-l4-2]}
 """)
 
-MIG_MODEL = declare("GP202", "a MIG pool names a GPU model without MIG", """
+declare(B.MIG_MODEL, "a MIG pool names a GPU model without MIG", """
 A pool with `sharing.mig` needs a GPU model from the MIG catalog (names, aliases and GFD product strings are
 accepted, with a did-you-mean hint).
 
@@ -33,7 +34,7 @@ Fails:
       - {name: a100, gpu: A100-80, gpusPerNode: 4, nodes: [n1], sharing: {mig: {preset: all-balanced}}}
 """)
 
-NO_NODES = declare("GP203", "a pool selects no nodes", """
+declare(B.NO_NODES, "a pool selects no nodes", """
 A pool lists its `nodes` by name or selects them by `nodeSelector`; with neither, it has no capacity.
 
 Passes:
@@ -44,7 +45,7 @@ Fails:
       - {name: l4, gpu: L4, gpusPerNode: 4}
 """)
 
-SELECTOR_COUNT = declare("GP204", "a nodeSelector pool has no nodeCount", """
+declare(B.SELECTOR_COUNT, "a nodeSelector pool has no nodeCount", """
 Capacity checks need to know how many nodes a selected node group has.
 
 Passes:
@@ -55,7 +56,7 @@ Fails:
       - {name: l4, gpu: L4, gpusPerNode: 4, nodeSelector: {pool: l4}}
 """)
 
-COUNT_BELOW_NODES = declare("GP205", "nodeCount is below the nodes listed", """
+declare(B.COUNT_BELOW_NODES, "nodeCount is below the nodes listed", """
 `nodeCount` may count nodes that are not listed (a group that grows), never fewer than are listed.
 
 Passes:
@@ -66,7 +67,7 @@ Fails:
       - {name: l4, gpu: L4, gpusPerNode: 4, nodes: [gpu-l4-1, gpu-l4-2], nodeCount: 1}
 """)
 
-NODE_TWICE = declare("GP206", "a node is listed twice in a pool", """
+declare(B.NODE_TWICE, "a node is listed twice in a pool", """
 Passes:
     nodePools:
       - {name: l4, gpu: L4, gpusPerNode: 4, nodes: [gpu-l4-1]}
@@ -75,7 +76,7 @@ Fails:
       - {name: l4, gpu: L4, gpusPerNode: 4, nodes: [gpu-l4-1, gpu-l4-1]}
 """)
 
-NODE_IN_TWO_POOLS = declare("GP207", "a node is in two pools", """
+declare(B.NODE_IN_TWO_POOLS, "a node is in two pools", """
 A node carries one MIG config and one device-plugin config, so it belongs to one pool.
 
 Passes:
@@ -88,7 +89,7 @@ Fails:
       - {name: l4-b, gpu: L4, gpusPerNode: 4, nodes: [gpu-l4-1]}
 """)
 
-MIG_FORM = declare("GP210", "a MIG block gives not exactly one of layout, preset, perGpu", """
+declare(B.MIG_FORM, "a MIG block gives not exactly one of layout, preset, perGpu", """
 Passes:
     nodePools:
       - {name: a100, gpu: A100-80GB, gpusPerNode: 4, nodes: [n1], sharing: {mig: {preset: all-balanced}}}
@@ -101,7 +102,7 @@ Fails:
         sharing: {mig: {preset: all-balanced, layout: {7g.80gb: 1}}}
 """)
 
-GPU_INDEX_RANGE = declare("GP211", "a perGpu index does not exist on the node", """
+declare(B.GPU_INDEX_RANGE, "a perGpu index does not exist on the node", """
 `perGpu[].gpus` are GPU indices 0..gpusPerNode-1.
 
 Passes:
@@ -120,7 +121,7 @@ Fails:
         sharing: {mig: {perGpu: [{gpus: [4], preset: all-balanced}]}}
 """)
 
-GPU_INDEX_TWICE = declare("GP212", "a GPU index has two perGpu layouts", """
+declare(B.GPU_INDEX_TWICE, "a GPU index has two perGpu layouts", """
 Passes:
     nodePools:
       - name: a100
@@ -137,7 +138,7 @@ Fails:
         sharing: {mig: {perGpu: [{gpus: [0, 1], preset: all-balanced}, {gpus: [1, 2], preset: all-7g.80gb}]}}
 """)
 
-PER_GPU_FORM = declare("GP213", "a perGpu entry gives not exactly one of layout, preset", """
+declare(B.PER_GPU_FORM, "a perGpu entry gives not exactly one of layout, preset", """
 Passes:
     nodePools:
       - name: a100
@@ -154,7 +155,7 @@ Fails:
         sharing: {mig: {perGpu: [{gpus: [0, 1, 2, 3], preset: all-balanced, layout: {7g.80gb: 1}}]}}
 """)
 
-UNKNOWN_PRESET = declare("GP214", "a MIG preset is not one NVIDIA ships for the model", """
+declare(B.UNKNOWN_PRESET, "a MIG preset is not one NVIDIA ships for the model", """
 Presets are those of NVIDIA's default mig-parted config for the model (with a did-you-mean hint).
 
 Passes:
@@ -165,7 +166,7 @@ Fails:
       - {name: a100, gpu: A100-80GB, gpusPerNode: 4, nodes: [n1], sharing: {mig: {preset: all-balance}}}
 """)
 
-COMPUTE_INSTANCE = declare("GP215", "a MIG layout names a compute-instance profile", """
+declare(B.COMPUTE_INSTANCE, "a MIG layout names a compute-instance profile", """
 `1c.2g.20gb` splits a GPU instance into compute instances, which the device plugin cannot advertise: pods
 could never request them. Use the whole-instance profile.
 
@@ -177,7 +178,7 @@ Fails:
       - {name: a100, gpu: A100-80GB, gpusPerNode: 4, nodes: [n1], sharing: {mig: {layout: {1c.2g.20gb: 1}}}}
 """)
 
-UNKNOWN_PROFILE = declare("GP216", "a MIG layout names a profile the model does not have", """
+declare(B.UNKNOWN_PROFILE, "a MIG layout names a profile the model does not have", """
 Profiles differ per model (A100-40GB has 3g.20gb, A100-80GB 3g.40gb); the hint names the closest one.
 
 Passes:
@@ -188,7 +189,7 @@ Fails:
       - {name: a100, gpu: A100-80GB, gpusPerNode: 4, nodes: [n1], sharing: {mig: {layout: {3g.20gb: 2}}}}
 """)
 
-ALL_ZERO = declare("GP217", "a MIG layout has no instance", """
+declare(B.ALL_ZERO, "a MIG layout has no instance", """
 Passes:
     nodePools:
       - {name: a100, gpu: A100-80GB, gpusPerNode: 4, nodes: [n1], sharing: {mig: {layout: {7g.80gb: 1}}}}
@@ -197,7 +198,7 @@ Fails:
       - {name: a100, gpu: A100-80GB, gpusPerNode: 4, nodes: [n1], sharing: {mig: {layout: {7g.80gb: 0}}}}
 """)
 
-LAYOUT_FIT = declare("GP218", "a MIG layout does not fit one GPU", """
+declare(B.LAYOUT_FIT, "a MIG layout does not fit one GPU", """
 Every GPU instance must start at one of its profile's allowed memory slots without overlapping another,
 within the model's instance and compute-slice limits; the message says what would fit. A layout that fits
 but that mig-parted's own enumerator may refuse (a +me instance beside another 1g one) is a warning.

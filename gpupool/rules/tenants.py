@@ -5,9 +5,10 @@ the warnings below read the spec after it.
 """
 from __future__ import annotations
 
+from gpupool.model import build as B
 from gpupool.rules.registry import Context, declare, rule
 
-DUPLICATE_TENANT = declare("GP501", "two tenants have the same name", """
+declare(B.DUPLICATE_TENANT, "two tenants have the same name", """
 Tenant names are namespace names; the message says where the first one is (tenant files included).
 
 Passes:
@@ -20,7 +21,7 @@ Fails:
       - {name: team-a, tier: standard, owners: [b], gpus: {nvidia.com/gpu: 2}}
 """)
 
-UNKNOWN_TIER = declare("GP502", "a tenant names a tier that is not defined", """
+declare(B.UNKNOWN_TIER, "a tenant names a tier that is not defined", """
 Passes:
     tenants:
       - {name: team-a, tier: standard, owners: [a], gpus: {nvidia.com/gpu: 4}}
@@ -29,7 +30,7 @@ Fails:
       - {name: team-a, tier: standrd, owners: [a], gpus: {nvidia.com/gpu: 4}}
 """)
 
-UNADVERTISED = declare("GP503", "a quota names a resource no pool advertises", """
+declare(B.UNADVERTISED, "a quota names a resource no pool advertises", """
 A quota for a resource nobody advertises can never be used. The hint covers the usual slips: a typo, `+`
 where the device plugin writes `.`, a missing or extra `.shared` (renameToShared), and lists what the pools
 advertise under the cluster's MIG strategy. Not judged while a pool is broken (what the cluster advertises is
@@ -43,7 +44,7 @@ Fails:
       - {name: team-a, tier: standard, owners: [a], gpus: {nvidia.com/gpu.shared: 4}}
 """)
 
-DEDICATED_SHARED = declare("GP504", "a dedicated tier gets GPUs that are shared in software", """
+declare(B.DEDICATED_SHARED, "a dedicated tier gets GPUs that are shared in software", """
 A tier with `isolation: dedicated` must not be granted a resource a time-sliced or MPS pool supplies:
 its pods could share a GPU with other tenants. MIG instances are isolated in hardware and allowed.
 
@@ -59,7 +60,7 @@ Fails:
       - {name: standard, priority: 100, isolation: dedicated}
 """)
 
-QUANTITY = declare("GP505", "a container default is not a usable quantity", """
+declare(B.QUANTITY, "a container default is not a usable quantity", """
 The schema accepts the shape of a Kubernetes quantity; this catches what Kubernetes would still refuse,
 such as an exponent outside e-64..e64.
 
@@ -73,7 +74,7 @@ Fails:
          containerDefaults: {limits: {cpu: "1e999999999"}}}
 """)
 
-REQUEST_ABOVE_LIMIT = declare("GP506", "a default request is above its default limit", """
+declare(B.REQUEST_ABOVE_LIMIT, "a default request is above its default limit", """
 Kubernetes refuses a LimitRange whose default request exceeds its default limit (compared exactly:
 1 equals 1000m, 1Gi equals 1024Mi).
 

@@ -1,6 +1,7 @@
 """GP4xx: tiers (PriorityClasses and the isolation they promise)."""
 from __future__ import annotations
 
+from gpupool.model import build as B
 from gpupool.rules.registry import Context, declare, rule
 
 RESERVED_TIER_PREFIX = "system-"
@@ -34,7 +35,7 @@ def reserved_prefix(ctx: Context) -> None:
                       "reserves for its own PriorityClasses; choose another name")
 
 
-DUPLICATE_TIER = declare("GP402", "two tiers have the same name", """
+declare(B.DUPLICATE_TIER, "two tiers have the same name", """
 Tier names are PriorityClass names; the second tier of a name is not built.
 
 Passes:

@@ -8,6 +8,7 @@ Parts the schema already rejected are skipped, so one run reports every problem 
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,9 @@ from gpupool.spec.diagnostics import ERROR, WARNING, Report, did_you_mean, one_o
 from gpupool.spec.loader import LoadedSpec
 from gpupool.spec.paths import render_path
 from gpupool.spec.quantity import parse_quantity
+
+# Tenants repeat the same few defaults ("500m", "1Gi"): parse each string once (the values are immutable).
+_quantity = functools.lru_cache(maxsize=4096)(parse_quantity)
 
 # Ids of the checks that run while building; their titles and docs are declared in gpupool/rules/
 # (pools.py, sharing.py, tiers.py, tenants.py), which import these names. The model does not import rules.
@@ -424,7 +428,7 @@ class _Builder:
             parsed = {}
             for part, values in (("requests", requests), ("limits", limits)):
                 try:
-                    parsed[part] = parse_quantity(values[key])
+                    parsed[part] = _quantity(values[key])
                 except ValueError as exc:
                     self.error(QUANTITY, path + ("containerDefaults", part, key), str(exc))
             if len(parsed) < 2:

@@ -316,7 +316,7 @@ def _include_tenants(data: dict, spec_path: Path, cwd: Path, source: SourceMap, 
     if not isinstance(tenants, list):
         return  # the schema reports the wrong type
     base = spec_path.parent
-    cwd_resolved = cwd.resolve()
+    cwd_prefix = os.path.join(str(cwd.resolve()), "")  # with the trailing separator
     seen: set[Path] = {spec_path.resolve()}  # `tenantFiles: [.]` must not read the spec as a tenant
     for i, entry in enumerate(entries):
         if not entry:
@@ -336,7 +336,8 @@ def _include_tenants(data: dict, spec_path: Path, cwd: Path, source: SourceMap, 
                 continue
             seen.add(resolved)
             index = len(tenants)
-            label = str(resolved.relative_to(cwd_resolved)) if resolved.is_relative_to(cwd_resolved) else str(path)
+            text = str(resolved)  # a string prefix test: pathlib's relative_to cost more than parsing a file
+            label = text[len(cwd_prefix):] if text.startswith(cwd_prefix) else str(path)
             ok, tenant = load_yaml_file(path, label, source, report, base_path=("tenants", index))
             if ok:
                 tenants.append(tenant)

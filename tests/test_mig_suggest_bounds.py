@@ -127,3 +127,28 @@ def test_models_lists_mig_and_whole_gpu_models(capsys):
     assert rows["H100-80GB"] == "yes" and rows["L4"] == "no" and rows["L40S"] == "no"
     assert set(catalog().models) <= set(rows)
     assert "NVIDIA-L4" in out and "whole-GPU models" in out
+
+
+def test_spec_mode_on_a_pool_without_mig_says_so(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert main(["mig", "suggest", "--stack", "dev", "--pool", "l4-shared"]) == 2
+    assert "pool 'l4-shared': L4 has no MIG" in capsys.readouterr().err
+
+
+def test_identical_nodes_beyond_the_cluster_limit_are_flagged(capsys):
+    assert main(["mig", "suggest", "--gpu", H100, "--gpus-per-node", "1", "1g.10gb=70000"]) == 0
+    out = capsys.readouterr().out
+    assert "10000 nodes" in out and "more than one Kubernetes cluster supports (5,000)" in out
+
+
+def test_whole_gpu_aliases_are_one_model_in_the_plan(tmp_path):
+    from gpupool.analysis import plan as planmod
+    from gpupool.rules.engine import validate_file
+
+    stack = tmp_path / "dev"
+    shutil.copytree(ROOT / "stacks/dev", stack)
+    spec = stack / "spec.yaml"
+    spec.write_text(spec.read_text().replace("gpu: L4\n", "gpu: nvidia-l4\n"))
+    result = validate_file(spec)
+    assert result.ok and not result.report.sorted()  # a known alias: no GP250 warning either
+    assert {p.name: p.gpu_model for p in planmod.compute(result.spec).pools}["l4-shared"] == "L4"

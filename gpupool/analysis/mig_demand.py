@@ -38,8 +38,9 @@ def derive_demand(spec: m.Spec, pool_name: str) -> DerivedDemand:
         raise SpecModeError(f"no node pool {pool_name!r} in the spec; pools: {', '.join(p.name for p in spec.pools)}")
     model = catalog().resolve(pool.gpu_model)
     if model is None:
-        raise SpecModeError(f"pool {pool_name!r} has {pool.gpu_model} GPUs, which are not MIG-capable "
-                            f"(MIG models: {', '.join(catalog().names())})")
+        from gpupool.gpu.models import mig_problem, resolve_gpu
+
+        raise SpecModeError(f"pool {pool_name!r}: {mig_problem(resolve_gpu(pool.gpu_model))}")
     granted = spec.granted()
     capacity = spec.capacity()
     pool_capacity = pool.capacity()

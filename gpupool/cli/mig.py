@@ -238,7 +238,7 @@ def _print_suggestion(model, demand: dict[str, int], gpus_per_node: int | None, 
 
     A demand that names an unknown profile or exceeds the limits exits USAGE_CODE (2 when it came from the
     command line, 1 when it was derived from a spec)."""
-    from gpupool.gpu.suggest import spec_fragment, suggest, suggest_per_node
+    from gpupool.gpu.suggest import MAX_NODES, spec_fragment, suggest, suggest_per_node
 
     try:
         s = suggest(model, demand)
@@ -267,6 +267,11 @@ def _print_suggestion(model, demand: dict[str, int], gpus_per_node: int | None, 
               f"({_count(ns.nodes * gpus_per_node, 'GPU')}, {'proven minimum' if ns.optimal else 'best found'}; "
               f"HiGHS {_ms(ns.solve_seconds)}), supplying "
               + ", ".join(f"{p}: {n}" for p, n in ns.supplied.items()))
+        if ns.nodes > MAX_NODES:
+            from gpupool.present.text import WARN
+
+            print(f"{WARN} {ns.nodes:,} nodes is more than one Kubernetes cluster supports ({MAX_NODES:,}); "
+                  "split the demand over clusters, or use nodes with more GPUs")
         print("\nspec fragment (node pool):\n")
         print(spec_fragment(model, ns.per_gpu), end="")
     elif len(s.layouts) == 1:

@@ -50,5 +50,5 @@ def run(args) -> int:
     except render.RenderError as exc:
         print(f"gpupool render: error: {exc}; nothing was changed", file=sys.stderr)
         return 1
-    print(f"wrote {len(documents)} files to {args.output_dir}")
+    print(f"wrote {len(documents)} file{'' if len(documents) == 1 else 's'} to {args.output_dir}")
     return 0

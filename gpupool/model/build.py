@@ -241,7 +241,9 @@ class _Builder:
             return None
         return m.NodePool(
             name=name,
-            gpu_model=model.name if model else p["gpu"],
+            # the same lookup as `gpupool mig ...`: NVIDIA-L4 and L4 are one model in the plan (GP250 warns
+            # about names it does not know, which stay as written)
+            gpu_model=model.name if model else _known_name(p["gpu"]),
             gpus_per_node=p["gpusPerNode"],
             node_count=count if count is not None else len(nodes),
             nodes=tuple(nodes),
@@ -464,3 +466,10 @@ def _unadvertised(resource: str, advertisers: dict[str, list[m.NodePool]]) -> st
         hint = f' (no pool renames it to .shared; request "{unshared}")'
     return (f"no node pool advertises {resource}{hint}; under the cluster's MIG strategy and sharing renames "
             f"the pools advertise: {one_of(names, 30)}")
+
+
+def _known_name(gpu: str) -> str:
+    from gpupool.gpu.models import resolve_gpu
+
+    found = resolve_gpu(gpu).gpu
+    return found.name if found is not None else gpu

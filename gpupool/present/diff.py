@@ -411,7 +411,7 @@ def _fixed_parts(base: Side, head: Side, d, ok: bool, errors_shown: int | None) 
         more = len(errs) - len(shown)
         body = _fenced("\n".join(lines))
         if more:
-            body += f"\n✂ {more} more errors: see the full diff or run `gpupool validate`.\n"
+            body += f"\n✂ {_plural(more, 'more error')}: see the full diff or run `gpupool validate`.\n"
         if side is head:
             boxes.append("> [!CAUTION]\n> **HEAD is invalid: this change cannot be applied** until these "
                          f"{_plural(len(errs), 'error')} are fixed (shown as annotations on the changed "

@@ -19,7 +19,7 @@ from .gpu_config import DevicePluginConfig, MigConfig
 from .gpu_operator import GpuOperator
 from .k8s_objects import Registry
 from .node_pool import NodePool
-from .tenancy import Tenant, TenantAccess
+from .tenancy import Tenant
 from .tiers import PriorityTiers
 
 
@@ -72,7 +72,6 @@ def deploy(spec: m.Spec, k8s_provider: pulumi.ProviderResource, *, skip_await: b
         NodePool(f"pool-{pool.name}", pool.name, parts.get(f"pool:{pool.name}", []),
                  plan.node_group_labels.get(pool.name), registry, opts)
     PriorityTiers("tiers", parts.get("tiers", []), registry, opts)
-    TenantAccess("tenant-access", one("tenancy", "ClusterRole"), registry, opts)
     for tenant in spec.tenants:
         Tenant(f"tenant-{tenant.name}", tenant.name, parts[f"tenant:{tenant.name}"], registry, opts)
     return stack_outputs(spec, plan)

@@ -1,4 +1,4 @@
-"""Tenant (namespace, quotas, defaults, RBAC) and TenantAccess (the shared role tenants are bound to).
+"""Tenant: namespace, quotas, defaults and the owners' RoleBinding (to Kubernetes' admin/edit/view roles).
 
 A tenant's objects are retained on delete unless the tenant is marked offboarded: dropping a tenant
 file from the spec must never delete its namespace, workloads and data (or lift its quota) as a side effect.
@@ -10,13 +10,6 @@ import pulumi
 from gpupool.k8s.manifests import Desired
 
 from .k8s_objects import Registry
-
-
-class TenantAccess(pulumi.ComponentResource):
-    def __init__(self, name: str, role: Desired, registry: Registry, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("gpupool:tenancy:TenantAccess", name, None, opts)
-        registry.register(role, self)
-        self.register_outputs({"clusterRole": role.manifest["metadata"]["name"]})
 
 
 class Tenant(pulumi.ComponentResource):

@@ -94,7 +94,7 @@ def test_non_utf8_files_are_located_diagnostics(repo, capsys):
     stack(repo / "stacks" / "dev")  # HEAD fixes it
     code, out, err = run(capsys, "--base", "HEAD", "stacks/dev/spec.yaml")
     assert code == 0, err
-    assert "HEAD:stacks/dev/tenants/notebooks.yaml:1:1: error:" in err and "UTF-8" in err
+    assert "HEAD:stacks/dev/tenants/notebooks.yaml:2:10: error:" in err and "UTF-8" in err
     assert "tenant notebooks is UNREADABLE in BASE" in out
     assert "notebooks onboarded" not in out
 
@@ -106,8 +106,8 @@ def test_non_utf8_spec_at_base(repo, capsys):
     _commit(repo)
     spec.write_bytes(good)
     code, out, err = run(capsys, "--base", "HEAD", "stacks/dev/spec.yaml")
-    assert code == 0, err  # HEAD gates; BASE is reported, located, no crash (exit 70 before)
-    assert "HEAD:stacks/dev/spec.yaml:1:1: error:" in err and "UTF-8" in err
+    assert code == 0, err  # HEAD gates; BASE is reported, located at the byte, no crash (exit 70 before)
+    assert "HEAD:stacks/dev/spec.yaml:1:6: error:" in err and "UTF-8" in err
     assert "Nothing was compared" in out
 
 

@@ -169,7 +169,7 @@ def test_chart_values_point_at_the_config_maps_and_use_mixed_strategy():
     values = chart.inputs["values"]
     assert values["mig"]["strategy"] == "mixed"
     assert values["migManager"]["config"] == {"name": manifests.MIG_CONFIGMAP, "default": "all-disabled"}
-    assert values["devicePlugin"]["config"] == {"name": manifests.PLUGIN_CONFIGMAP, "default": "exclusive"}
+    assert values["devicePlugin"]["config"] == {"name": manifests.PLUGIN_CONFIGMAP, "default": manifests.EXCLUSIVE_KEY}
     assert chart.inputs["version"] == "v26.7.0"
     assert chart.inputs["repositoryOpts"]["repo"] == "https://helm.ngc.nvidia.com/nvidia"
 

@@ -239,8 +239,8 @@ RULES = [
     ("idle-pool-warns", lambda s: tenant(s, "notebooks")["gpus"].pop("nvidia.com/gpu.shared"), ("warning", "GP603", "would sit idle")),
     # --- cluster ------------------------------------------------------------------------------------------------
     ("chart-path-missing", lambda s: s["cluster"].update(gpuOperator={"chartPath": "charts/x"}), ("error", "GP101", '"charts/x" does not exist')),
-    ("managed-value-warns", lambda s: s["cluster"].update(gpuOperator={"values": {"mig": {"strategy": "single"}}}),
-     ("warning", "GP102", "overrides the mig.strategy value")),
+    ("managed-value-refused", lambda s: s["cluster"].update(gpuOperator={"values": {"mig": {"strategy": "single"}}}),
+     ("error", "GP808", "mig.strategy is derived by gpupool; set cluster.migStrategy instead")),
     ("apiversion", lambda s: s.update(apiVersion="v1"), ("error", "GP010", 'expected "gpupool.dev/v1alpha1"')),
     ("unknown-key", lambda s: s["cluster"].update(migstrategy="mixed"), ("error", "GP010", 'unknown key "migstrategy" (did you mean "migStrategy"?)')),
 ]

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from gpupool.model import platform as m
+from gpupool.model.owners import Subject, parse_owner
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpupool"}
 LABEL_POOL = "gpupool.dev/pool"
@@ -27,13 +28,14 @@ LABEL_MIG_CONFIG = "nvidia.com/mig.config"
 LABEL_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
 MIG_CONFIGMAP = "gpupool-mig-config"
 PLUGIN_CONFIGMAP = "gpupool-device-plugin-config"
-EXCLUSIVE_KEY = "exclusive"
+# The device-plugin config key of whole (unshared) GPUs. Shared pools use their pool name as key; pool names
+# are DNS labels, which never contain a ".", so no pool can ever take this key over.
+EXCLUSIVE_KEY = "exclusive.default"
 MIG_DISABLED = "all-disabled"
 # The GPU Operator restarts an operand when its env changes: gpupool sets a hash of the config it reads,
 # so editing a ConfigMap rolls the device plugin / GFD / MIG Manager (they do not watch ConfigMaps).
 HASH_ENV_PLUGIN = "GPUPOOL_DEVICE_PLUGIN_CONFIG_HASH"
 HASH_ENV_MIG = "GPUPOOL_MIG_CONFIG_HASH"
-TENANT_ROLE = "gpupool-tenant-workloads"
 ALWAYS_QUOTED = (m.GPU,)  # resource names every tenant quota lists, advertised or not
 
 
@@ -130,18 +132,43 @@ def _layout_text(layout: dict[str, int]) -> str:
 
 
 def mig_config_name(pool: m.NodePool) -> str:
-    """A readable, stable mig-parted config name for the pool's layout (a node label value: <= 63 chars)."""
+    """A readable, stable mig-parted config name for the pool's layout, unique per layout by construction.
+
+    It is a node label value (at most 63 characters, [A-Za-z0-9._-]). One layout on every GPU reads as
+    `<model>-<preset or layout>`, which no other layout can spell. Anything else (per-GPU layouts, profiles
+    with characters a label cannot hold, long names) gets an 8-hex content hash of the config as suffix, so
+    two layouts can never share a name (and one of them silently configure the other's nodes)."""
     model = pool.gpu_model.lower()
     groups = pool.sharing.mig
     if len(groups) == 1 and len(groups[0].gpus) == pool.gpus_per_node:
         body = groups[0].preset or _layout_text(dict(groups[0].layout))
+        plain = f"{model}-{body}"
+        if _LABEL_VALUE.match(plain) and len(plain) <= 63:
+            return plain
     else:
         body = ".".join(f"{gpu_ranges(g.gpus)}_{g.preset or _layout_text(dict(g.layout))}" for g in groups)
-    name = re.sub(r"[^A-Za-z0-9._-]", "-", f"{model}-{body}")
-    if len(name) > 63:
-        digest = content_hash(dump_yaml(_mig_entries(pool)))[:8]
-        name = f"{model}-custom-{digest}"
-    return name
+    digest = content_hash(dump_yaml(_mig_entries(pool)))[:8]
+    readable = re.sub(r"[^A-Za-z0-9._-]", "-", f"{model}-{body}")[: 63 - len(digest) - 1].rstrip("-._")
+    return f"{readable}-{digest}"
+
+
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+# File names are `<pulumi name>.yaml` and must stay within NAME_MAX (255 bytes); Pulumi names have no limit
+# of their own, but URNs this long help nobody either.
+MAX_OBJECT_NAME = 200
+
+
+def bounded(name: str) -> str:
+    """name, or when too long for a file name, a prefix of it plus a hash of the whole (still unique)."""
+    if len(name.encode()) <= MAX_OBJECT_NAME:
+        return name
+    return name[: MAX_OBJECT_NAME - 17] + "-" + content_hash(name)
+
+
+def node_patch_name(pool: m.NodePool, node: str) -> str:
+    """`pool-<pool>.<node>`: pool names are DNS labels (no "."), so the first "." separates the two and no
+    other pool/node pair spells the same name (pool-a-b + c and pool-a + b-c did collide)."""
+    return bounded(f"pool-{pool.name}.{node}")
 
 
 def gpu_ranges(indices: Iterable[int]) -> str:
@@ -322,32 +349,17 @@ def tenant_objects(spec: m.Spec, tenant: m.Tenant, quoted: list[str]) -> list[De
         "spec": {"limits": [{"type": "Container", "default": dict(d.limits), "defaultRequest": dict(d.requests)}]}},
         depends_on=after_ns))
     if tenant.owners:
+        # Kubernetes' aggregated roles (admin/edit/view) cover what CRDs aggregate into them too; none of
+        # them may change ResourceQuotas or LimitRanges (tests/e2e proves it against the API server).
+        subjects = [s.rbac() for s in (parse_owner(o) for o in tenant.owners) if isinstance(s, Subject)]
         out.append(Desired(comp, f"{base}-owners", {
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta("tenant-owners"),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": TENANT_ROLE},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": g}
-                         for g in tenant.owners]}, depends_on=after_ns + ("tenant-role",)))
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": tenant.owner_role},
+            "subjects": subjects}, depends_on=after_ns))
     # Dropping a tenant from the spec leaves everything of it in place, quotas included (an unmanaged
     # namespace without its quota could take every GPU). Only an offboarded tenant may be deleted.
     keep = not tenant.offboarded
     return [dataclasses.replace(obj, retain_on_delete=keep) for obj in out]
-
-
-def tenant_role() -> Desired:
-    """Run workloads; read, never change, quotas and limit ranges (those are the platform's)."""
-    rw = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
-    ro = ["get", "list", "watch"]
-    rules = [
-        {"apiGroups": [""], "resources": ["pods", "pods/log", "pods/exec", "pods/portforward", "pods/attach",
-                                          "services", "configmaps", "secrets", "persistentvolumeclaims",
-                                          "serviceaccounts"], "verbs": rw},
-        {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "replicasets", "daemonsets"], "verbs": rw},
-        {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": rw},
-        {"apiGroups": [""], "resources": ["resourcequotas", "limitranges", "events", "namespaces"], "verbs": ro},
-    ]
-    return Desired("tenancy", "tenant-role", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": TENANT_ROLE, "labels": dict(MANAGED_BY)}, "rules": rules})
 
 
 # -- The whole stack ----------------------------------------------------------------------------
@@ -383,7 +395,7 @@ def build(spec: m.Spec) -> Plan:
         if pool.node_selector:
             plan.node_group_labels[pool.name] = labels
         for node in pool.nodes:
-            plan.objects.append(Desired(f"pool:{pool.name}", f"pool-{pool.name}-{node}", {
+            plan.objects.append(Desired(f"pool:{pool.name}", node_patch_name(pool, node), {
                 # Plain labels; the component layer adds Pulumi's patchForce (components/k8s_objects.py).
                 "apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": labels}},
                 patch=True, retain_on_delete=True, depends_on=("mig-config", "device-plugin-config")))
@@ -394,7 +406,6 @@ def build(spec: m.Spec) -> Plan:
         if tier.description:
             obj["description"] = tier.description
         plan.objects.append(Desired("tiers", f"tier-{tier.name}", obj))
-    plan.objects.append(tenant_role())
     quoted = quota_resources(spec)
     for tenant in spec.tenants:
         plan.objects.extend(tenant_objects(spec, tenant, quoted))

@@ -416,6 +416,7 @@ class _Builder:
             out[name] = (m.Tenant(
                 name=name, tier=t["tier"], gpus=gpus, compute={k: str(v) for k, v in t.get("compute", {}).items()},
                 container_defaults=defaults, owners=tuple(t.get("owners", ())), cost_center=t.get("costCenter"),
+                owner_role=t.get("ownerRole", "edit"),
                 labels=dict(t.get("labels", {})), offboarded=t.get("offboarded", False),
                 source_file=self.loaded.source.value(path).file,
             ), path)

@@ -203,7 +203,8 @@ class Tenant:
     gpus: Mapping[str, int] = field(default_factory=dict)
     compute: Mapping[str, str] = field(default_factory=dict)
     container_defaults: ContainerDefaults = field(default_factory=ContainerDefaults)
-    owners: tuple[str, ...] = ()
+    owners: tuple[str, ...] = ()  # as written; gpupool.model.owners.parse_owner says which subject each is
+    owner_role: str = "edit"  # the Kubernetes aggregated ClusterRole owners get: admin, edit or view
     cost_center: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     offboarded: bool = False

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from gpupool.rules.registry import Context, rule
 
-# Helm values gpupool derives from the spec; overriding them through `values` defeats plan-time checks.
-MANAGED_VALUES = (("mig", "strategy"), ("migManager", "config"), ("devicePlugin", "config"))
+# Operator values that override what gpupool derives are refused by GP808 (gpupool.rules.security).
 
 
 def _operator(ctx: Context) -> dict:
@@ -34,30 +33,3 @@ def chart_path_exists(ctx: Context) -> None:
         ctx.error(("cluster", "gpuOperator", "chartPath"),
                   f'"{chart_path}" does not exist (relative to {ctx.spec_dir}); give a chart directory '
                   "or .tgz, or remove chartPath to use the NVIDIA Helm repository")
-
-
-@rule("GP102", "operator values override what gpupool derives")
-def managed_values(ctx: Context) -> None:
-    """`mig.strategy`, `migManager.config` and `devicePlugin.config` are derived from the spec; setting them
-    under `gpuOperator.values` makes the plan describe a cluster that will not exist (a warning).
-
-    Passes:
-        cluster:
-          name: dev
-          gpuOperator:
-            values: {dcgmExporter: {enabled: false}}
-    Fails:
-        cluster:
-          name: dev
-          gpuOperator:
-            values: {mig: {strategy: single}}
-    """
-    values = _operator(ctx).get("values", {})
-    for keys in MANAGED_VALUES:
-        node = values
-        for k in keys:
-            node = node.get(k) if isinstance(node, dict) else None
-        if node is not None:
-            ctx.warn(("cluster", "gpuOperator", "values") + keys,
-                     f"overrides the {'.'.join(keys)} value gpupool derives from the spec; "
-                     "plan-time checks no longer describe what the cluster will do")

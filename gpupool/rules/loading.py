@@ -55,15 +55,16 @@ Fails:
 """)
 
 UNREADABLE_VALUE = declare("GP005", "a value cannot be read", """
-A YAML tag gpupool does not support (`!env`), a value the YAML constructor rejects, or a number that is not
-finite (`.nan`, `.inf`): none of them means anything in a spec.
+A YAML tag (`!env`, `!!binary`, `!!set`, `!!omap`; on a value, a list or a mapping, where it would
+otherwise be dropped silently) or a value its tag's constructor rejects (`!!int 4x`): none of them means
+anything in a spec. Numbers that are not finite are GP910. The message never repeats the value.
 
 Passes:
     oversubscription:
       maxRatio: 1.5
 Fails:
     oversubscription:
-      maxRatio: .nan
+      maxRatio: !env RATIO
 """)
 
 ALIAS = declare("GP006", "an alias or merge key cannot be used", """

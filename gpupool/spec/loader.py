@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from gpupool.spec.diagnostics import ERROR, Location, Report
+from gpupool.spec.diagnostics import ERROR, WARNING, Location, Report
 
 # The C parser is ~10x faster; fall back for platforms without libyaml.
 _Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -24,14 +25,38 @@ _Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 Path_ = tuple  # a path inside the spec: ("tenants", 3, "gpus", "nvidia.com/gpu")
 
 TENANT_INCLUDE_KEY = "tenantFiles"
+YAML_SUFFIXES = (".yaml", ".yml")  # compared case-insensitively: team.YAML is a tenant file too
+
 STDIN = "-"  # the spec path that means "read the spec from standard input"
 STDIN_LABEL = "<stdin>"
-YAML_SUFFIXES = (".yaml", ".yml")
+
+# Rule ids of the problems found while loading, as plain strings (loading must not import the rules). The
+# GP0xx ones are documented in gpupool.rules.loading, the GP8xx/GP9xx ones in gpupool.rules.input_files.
+R_SYNTAX = "GP001"             # invalid YAML
+R_UNREADABLE = "GP002"         # missing, a directory, not UTF-8, unreadable
+R_NO_MAPPING = "GP003"         # empty, or only null
+R_DUPLICATE_KEY = "GP004"      # a key repeated in one mapping
+R_VALUE = "GP005"              # a YAML tag (on a value, a list or a mapping) or a value that cannot be read
+R_ALIAS = "GP006"              # alias loops, alias bombs, merge keys that merge no mapping
+R_KEY_NOT_TEXT = "GP007"       # a list or mapping as a key
+R_INCLUDE = "GP008"            # tenantFiles entry that names nothing usable
+R_PATH_ESCAPES = "GP805"       # tenantFiles entry is absolute or climbs out with ..
+R_OUTSIDE_STACK = "GP806"      # a tenant file or directory resolves (through symlinks) outside the stack
+R_NUMBER = "GP910"             # non-finite numbers (whole-number floats are read as integers)
+R_DISCOVERY = "GP911"          # files a tenant directory holds that are not read
+R_DOCUMENTS = "GP912"          # more than one document in a file
 
 # Timestamps stay text: no spec field is a date, and `costCenter: 2024-01-01` means the label value, not a
 # datetime (PyYAML would also raise a bare ValueError on `2024-13-01`).
 _SCALAR_TAGS_AS_TEXT = {"tag:yaml.org,2002:str", "tag:yaml.org,2002:timestamp"}
+_SCALAR_TAGS = {"tag:yaml.org,2002:null", "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int",
+                "tag:yaml.org,2002:float"} | _SCALAR_TAGS_AS_TEXT
+_MAP_TAG = "tag:yaml.org,2002:map"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+# Helm values are passed to the chart as written; everywhere else a whole-number float (8.0) means the integer.
+_VERBATIM = ("cluster", "gpuOperator", "values")
+_SAFE_TAG = re.compile(r"^[!A-Za-z0-9:/._,%-]{1,64}$")
 # Aliases can make a small file expand into a huge tree ("billion laughs"); no real spec comes near this.
 MAX_VALUES = 2_000_000
 
@@ -99,8 +124,13 @@ class _Builder:
             if id(node) in self.open:
                 self.report.add(ERROR, _loc(self.file, node.start_mark), _render(path),
                                 "this alias refers to a value that contains it (an endless loop); "
-                                "repeat the content instead of the alias", rule="GP006")
+                                "repeat the content instead of the alias", rule=R_ALIAS)
                 return None
+            if node.tag not in (_MAP_TAG, _SEQ_TAG):
+                kind = "mapping" if isinstance(node, yaml.MappingNode) else "list"
+                self.report.add(ERROR, _loc(self.file, node.start_mark), _render(path),
+                                f"the YAML tag {_tag(node.tag)} on this {kind} is not supported in a spec "
+                                "(gpupool would otherwise drop it silently); remove the tag", rule=R_VALUE)
             self.open.add(id(node))
             try:
                 if isinstance(node, yaml.MappingNode):
@@ -119,7 +149,7 @@ class _Builder:
                 continue
             if not isinstance(key_node, yaml.ScalarNode):
                 self.report.add(ERROR, _loc(self.file, key_node.start_mark), _render(path),
-                                "mapping keys must be plain strings, not lists or mappings", rule="GP007")
+                                "mapping keys must be plain strings, not lists or mappings", rule=R_KEY_NOT_TEXT)
                 continue
             key = key_node.value  # keys stay text: `yes:` or `1g.10gb:` must not turn into bools/floats
             child = path + (key,)
@@ -127,52 +157,83 @@ class _Builder:
                 first = self.source.keys.get(child)
                 where = f" (first defined at line {first.line})" if first else ""
                 self.report.add(ERROR, _loc(self.file, key_node.start_mark), _render(child),
-                                f'duplicate key "{key}"{where}; each key may appear once', rule="GP004")
+                                f'duplicate key "{key}"{where}; each key may appear once', rule=R_DUPLICATE_KEY)
                 continue
             self.source.keys[child] = _loc(self.file, key_node.start_mark)
             out[key] = self.build(value_node, child)
-        for key_node, value_node in merges:
-            self.merge(out, key_node, value_node, path)
-        return out
-
-    def merge(self, out: dict, key_node, value_node, path: Path_) -> None:
-        """`<<: *base` (or a list of them): keys of the merged mappings that the mapping does not set itself."""
-        sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
-        if not all(isinstance(n, yaml.MappingNode) for n in sources):
-            self.report.add(ERROR, _loc(self.file, key_node.start_mark), _render(path + ("<<",)),
-                            "a merge key `<<` takes a mapping alias such as *defaults (or a list of them)", rule="GP006")
-            return
         here = self.source.values.get(path)
-        for source in sources:
-            for key_node2, value_node2 in source.value:
-                if isinstance(key_node2, yaml.ScalarNode) and key_node2.tag != _MERGE_TAG \
-                        and key_node2.value not in out:
+        for key_node, value_node in merges:
+            pairs = self.merged_pairs(key_node, value_node, path, set())
+            for key_node2, value_node2 in pairs or ():
+                if key_node2.value not in out:
                     child = path + (key_node2.value,)
                     self.source.keys[child] = _loc(self.file, key_node2.start_mark)
                     out[key_node2.value] = self.build(value_node2, child)
         if here is not None:
             self.source.values[path] = here
+        return out
+
+    def merged_pairs(self, key_node, value_node, path: Path_, visiting: set[int]) -> list | None:
+        """The (key, value) nodes `<<: *base` (or a list of them) contributes, merges inside the merged
+        mappings included (YAML merge is recursive: `<<: *mid` where mid itself merges *base gets base's keys
+        too). Earlier sources win over later ones, and a mapping's own keys over the keys it merges."""
+        sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+        if not all(isinstance(n, yaml.MappingNode) for n in sources):
+            self.report.add(ERROR, _loc(self.file, key_node.start_mark), _render(path + ("<<",)),
+                            "a merge key `<<` takes a mapping alias such as *defaults (or a list of them)",
+                            rule=R_ALIAS)
+            return None
+        pairs: list = []
+        seen: set[str] = set()
+        for source in sources:
+            if id(source) in visiting:
+                self.report.add(ERROR, _loc(self.file, key_node.start_mark), _render(path + ("<<",)),
+                                "this merge refers to a mapping that merges itself (an endless loop)", rule=R_ALIAS)
+                return None
+            own, nested = [], []
+            for k, v in source.value:
+                if isinstance(k, yaml.ScalarNode) and k.tag == _MERGE_TAG:
+                    nested.append((k, v))
+                elif isinstance(k, yaml.ScalarNode):
+                    own.append((k, v))
+            for k, v in nested:
+                own += self.merged_pairs(k, v, path, visiting | {id(source)}) or []
+            for k, v in own:
+                if k.value not in seen:
+                    seen.add(k.value)
+                    pairs.append((k, v))
+        return pairs
 
     def build_scalar(self, node, path: Path_) -> Any:
         if node.tag in _SCALAR_TAGS_AS_TEXT:
             return node.value
+        if node.tag not in _SCALAR_TAGS:  # !env, !!binary, !!python/...: nothing in a spec is tagged
+            self.report.add(ERROR, _loc(self.file, node.start_mark), _render(path),
+                            f"the YAML tag {_tag(node.tag)} is not supported in a spec; remove it (and quote "
+                            "the value if it is meant as text)", rule=R_VALUE)
+            return node.value
         try:
             value = self.constructor.construct_object(node, deep=True)
-        except yaml.constructor.ConstructorError:
+        except (yaml.YAMLError, ValueError, OverflowError):
+            # The value itself is not repeated: a tenant file is untrusted input that ends up in CI logs.
             self.report.add(ERROR, _loc(self.file, node.start_mark), _render(path),
-                            f"the YAML tag {node.tag} is not supported in a spec; remove it (and quote "
-                            f"{node.value!r} if it is meant as text)", rule="GP005")
+                            f"cannot read this value as {node.tag.rsplit(':', 1)[-1]}; quote it to give text",
+                            rule=R_VALUE)
             return node.value
-        except (yaml.YAMLError, ValueError, OverflowError) as exc:
-            self.report.add(ERROR, _loc(self.file, node.start_mark), _render(path),
-                            f"cannot read value {node.value!r}: {getattr(exc, 'problem', None) or exc}; "
-                            "quote it to give text", rule="GP005")
-            return node.value
-        if isinstance(value, float) and not math.isfinite(value):
-            self.report.add(ERROR, _loc(self.file, node.start_mark), _render(path),
-                            f"{node.value} is not a finite number; give a number such as 1.5", rule="GP005")
-            return None
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                self.report.add(ERROR, _loc(self.file, node.start_mark), _render(path),
+                                f"{node.value} is not a finite number; give a number such as 1.5", rule=R_NUMBER)
+                return None
+            # 8.0 is 8: integer fields (counts, indices, quotas) then never see a float later on.
+            if value.is_integer() and path[:3] != _VERBATIM:
+                return int(value)
         return value
+
+
+def _tag(tag: str) -> str:
+    short = tag.replace("tag:yaml.org,2002:", "!!")
+    return short if _SAFE_TAG.match(short) else "(a custom tag)"
 
 
 def _render(path: Path_) -> str:
@@ -182,67 +243,117 @@ def _render(path: Path_) -> str:
     return render_path(path)
 
 
+def _position(data: bytes, offset: int) -> tuple[int, int]:
+    """1-based line and column (in characters) of a byte offset."""
+    before = data[:offset]
+    line_start = before.rfind(b"\n") + 1
+    return before.count(b"\n") + 1, len(before[line_start:].decode("utf-8", "replace")) + 1
+
+
+def _unquoted(problem: str) -> str:
+    """A YAML parser message with any quoted piece of the file left out (the location points at it)."""
+    return re.sub(r"'[^'\n]*'|\"[^\"\n]*\"", "it", problem)
+
+
+def _document_start(text: str, file_label: str, mark) -> Location:
+    """Where the `---` that opens the document at mark is (the line of its content when none is found)."""
+    lines = text.splitlines()
+    for n in range(min(mark.line, len(lines) - 1), -1, -1):
+        if lines[n].startswith("---"):
+            return Location(file_label, n + 1, 1)
+    return _loc(file_label, mark)
+
+
+def _empty_document(node) -> bool:
+    """A document with nothing in it: what a trailing `---` (or a lone `---`) leaves."""
+    return isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null" and node.value == "" \
+        and not node.style
+
+
 def load_yaml_file(path: Path, file_label: str, source: SourceMap, report: Report,
                    base_path: Path_ = (), raw: bytes | None = None) -> tuple[bool, Any]:
-    """Parse one YAML file (or RAW, its bytes already read). Returns (ok, data); problems go to report."""
+    """Parse one YAML file (or RAW, its bytes already read). Returns (ok, data); problems go to report.
+
+    A file holds one document. A `---` before it, and an empty document after it (a trailing `---`), are
+    accepted; a second document with content is an error, since one file is one spec or one tenant.
+    Messages never repeat the file's content: tenant files are untrusted input and errors end up in CI logs.
+    """
     start = Location(file_label, 1, 1)
     try:
-        text = (path.read_bytes() if raw is None else raw).decode("utf-8")
+        raw = path.read_bytes() if raw is None else raw
+        text = raw.decode("utf-8")
     except FileNotFoundError:
-        report.add(ERROR, start, "", "file not found", rule="GP002")
+        report.add(ERROR, start, "", "file not found", rule=R_UNREADABLE)
         return False, None
     except IsADirectoryError:
-        report.add(ERROR, start, "", "is a directory; expected a YAML file", rule="GP002")
+        report.add(ERROR, start, "", "is a directory; expected a YAML file", rule=R_UNREADABLE)
         return False, None
     except UnicodeDecodeError as exc:
-        report.add(ERROR, start, "", f"not UTF-8 text ({exc.reason} at byte {exc.start}); save the file as UTF-8", rule="GP002")
+        line, col = _position(raw, exc.start)
+        report.add(ERROR, Location(file_label, line, col), "",
+                   f"not UTF-8 text: byte 0x{raw[exc.start]:02X} here is not valid UTF-8 ({exc.reason}); "
+                   "save the file as UTF-8", rule=R_UNREADABLE)
         return False, None
     except OSError as exc:
-        report.add(ERROR, start, "", f"cannot read file: {exc.strerror}", rule="GP002")
+        report.add(ERROR, start, "", f"cannot read file: {exc.strerror}", rule=R_UNREADABLE)
         return False, None
     try:
-        node = yaml.compose(text, Loader=_Loader)
+        documents = []
+        for doc in yaml.compose_all(text, Loader=_Loader):
+            if not _empty_document(doc):
+                documents.append(doc)
+            if len(documents) > 1:
+                break
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = _loc(file_label, mark) if mark else start
-        problem = exc.problem or "invalid YAML"
-        context = f" ({exc.context})" if exc.context else ""
-        report.add(ERROR, where, "", f"invalid YAML: {problem}{context}", rule="GP001")
+        problem = _unquoted(exc.problem or "invalid YAML")
+        context = f" ({_unquoted(exc.context)})" if exc.context else ""
+        report.add(ERROR, where, "", f"invalid YAML: {problem}{context}", rule=R_SYNTAX)
         return False, None
     except yaml.reader.ReaderError as exc:
         before = text[: exc.position]
         where = Location(file_label, before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1)
         char = exc.character if isinstance(exc.character, str) else chr(exc.character)
         report.add(ERROR, where, "", f"invalid YAML: character U+{ord(char):04X} is not allowed ({exc.reason}); "
-                                     "remove it, or write it as an escape inside a double-quoted string", rule="GP001")
+                                     "remove it, or write it as an escape inside a double-quoted string",
+                   rule=R_SYNTAX)
         return False, None
-    except yaml.YAMLError as exc:
-        report.add(ERROR, start, "", f"invalid YAML: {exc}", rule="GP001")
+    except yaml.YAMLError:
+        report.add(ERROR, start, "", "invalid YAML", rule=R_SYNTAX)
         return False, None
     except RecursionError:
-        report.add(ERROR, start, "", "invalid YAML: values are nested too deeply to read", rule="GP001")
+        report.add(ERROR, start, "", "invalid YAML: values are nested too deeply to read", rule=R_SYNTAX)
         return False, None
+    if len(documents) > 1:
+        report.add(ERROR, _document_start(text, file_label, documents[1].start_mark), "",
+                   "invalid YAML: expected one document, but found another document; a file holds one spec "
+                   "or one tenant (a trailing `---` alone is fine)", rule=R_DOCUMENTS)
+        return False, None
+    node = documents[0] if documents else None
     if node is None:
-        report.add(ERROR, start, "", "file is empty; expected a YAML mapping", rule="GP003")
+        report.add(ERROR, start, "", "file is empty; expected a YAML mapping", rule=R_NO_MAPPING)
         return False, None
     if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
         report.add(ERROR, _loc(file_label, node.start_mark), "",
-                   f"the file holds only {node.value or 'null'!r}; expected a YAML mapping", rule="GP003")
+                   "the file holds only an empty value (null); expected a YAML mapping", rule=R_NO_MAPPING)
         return False, None
     builder = _Builder(file_label, source, report)
     try:
         return True, builder.build(node, base_path)
     except _TooLarge:
         report.add(ERROR, start, "", f"aliases expand this file to more than {MAX_VALUES:,} values; "
-                                     "write the values out instead of nesting aliases", rule="GP006")
+                                     "write the values out instead of nesting aliases", rule=R_ALIAS)
     except RecursionError:
-        report.add(ERROR, start, "", "values are nested too deeply to read; a spec needs only a few levels", rule="GP001")
+        report.add(ERROR, start, "", "values are nested too deeply to read; a spec needs only a few levels",
+                   rule=R_SYNTAX)
     return False, None
 
 
 def _display_name(path: Path, cwd: Path) -> str:
+    # The file's own name is kept (not resolved): a symlink is shown as the link, never as where it points.
     try:
-        return str(path.resolve().relative_to(cwd.resolve()))
+        return str((path.parent.resolve() / path.name).relative_to(cwd.resolve()))
     except ValueError:
         return str(path)
 
@@ -270,9 +381,38 @@ def load_spec(spec_path: str | Path, *, cwd: Path | None = None, stdin=None) -> 
     return LoadedSpec(label, data, source, report, spec_path)
 
 
-def _tenant_files(entry: str, base: Path) -> list[tuple[Path, Path]] | str | None:
-    """(path as named, resolved path) of each file an entry names; None when it names nothing, or a message
-    when the entry cannot be used."""
+def _is_yaml(path: Path) -> bool:
+    return path.suffix.lower() in YAML_SUFFIXES
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """True when path, with every symlink resolved, is root or below it."""
+    try:
+        return path.resolve().is_relative_to(root)
+    except (OSError, RuntimeError):  # a symlink loop
+        return False
+
+
+def _escapes(entry: str) -> str | None:
+    """Why an entry may point outside the stack directory by its spelling alone, or None."""
+    if Path(entry).is_absolute() or entry.startswith("~"):
+        return ("is an absolute path; tenant files must live inside the stack directory, so give a path "
+                "relative to the spec, such as tenants/")
+    if ".." in Path(entry).parts:
+        return ('climbs out of the stack directory with ".."; tenant files must live inside it, so give a path '
+                "below the spec's directory, such as tenants/")
+    return None
+
+
+Found = tuple[Path, Path, Path]  # a tenant file: the path as found, resolved, and as named (links unresolved)
+
+
+def _tenant_files(entry: str, base: Path) -> tuple[list[Found], list[Path]] | str | None:
+    """(files, skipped) an entry names; None when it names nothing, or a message when the entry cannot be
+    used.
+
+    A directory contributes its *.yaml/*.yml files (any case); what else it holds is returned as skipped,
+    so that the caller can say so (a tenant file nobody reads is a quota that silently vanished)."""
     if "\0" in entry:
         return "contains a NUL character; give a path such as tenants/"
     target = (base / entry)
@@ -280,11 +420,9 @@ def _tenant_files(entry: str, base: Path) -> list[tuple[Path, Path]] | str | Non
         if target.is_dir():
             return _directory_files(target)
         if any(ch in entry for ch in "*?["):
-            if Path(entry).is_absolute():
-                return "is an absolute glob; write globs relative to the spec, such as tenants/*.yaml"
-            return sorted((p, p.resolve()) for p in base.glob(entry) if p.is_file())
+            return sorted((p, p.resolve(), p.parent.resolve() / p.name) for p in base.glob(entry) if p.is_file()), []
         if target.is_file():
-            return [(target, target.resolve())]
+            return [(target, target.resolve(), target.parent.resolve() / target.name)], []
     except ValueError as exc:  # e.g. "'**' can only be an entire path component"
         return f"is not a usable glob ({exc}); use a pattern such as tenants/*.yaml or tenants/**/*.yaml"
     except OSError as exc:
@@ -292,18 +430,22 @@ def _tenant_files(entry: str, base: Path) -> list[tuple[Path, Path]] | str | Non
     return None
 
 
-def _directory_files(directory: Path) -> list[tuple[Path, Path]]:
-    """The YAML files of a directory. The directory is resolved once; a plain file in it is then resolved by
-    its name alone (only symlinks need the file system again): with 1,000 tenant files, resolving each path
-    cost more than parsing it."""
+def _directory_files(directory: Path) -> tuple[list[Found], list[Path]]:
+    """The YAML files of a directory, and what else it holds (hidden entries aside). The directory is
+    resolved once; a plain file in it is then resolved by its name alone (only symlinks need the file system
+    again): with 1,000 tenant files, resolving each path cost more than parsing it."""
     resolved_dir = directory.resolve()
-    out = []
+    files, skipped = [], []
     with os.scandir(directory) as it:
         for e in it:
-            if os.path.splitext(e.name)[1] in YAML_SUFFIXES and e.is_file():
-                resolved = (directory / e.name).resolve() if e.is_symlink() else resolved_dir / e.name
-                out.append((directory / e.name, resolved))
-    return sorted(out)
+            if e.name.startswith("."):
+                continue  # .gitkeep, editor swap files: never tenant files
+            if os.path.splitext(e.name)[1].lower() in YAML_SUFFIXES and e.is_file():
+                named = resolved_dir / e.name
+                files.append((directory / e.name, (directory / e.name).resolve() if e.is_symlink() else named, named))
+            else:
+                skipped.append(directory / e.name)
+    return sorted(files), sorted(skipped)
 
 
 def _include_tenants(data: dict, spec_path: Path, cwd: Path, source: SourceMap, report: Report) -> None:
@@ -316,28 +458,60 @@ def _include_tenants(data: dict, spec_path: Path, cwd: Path, source: SourceMap, 
     if not isinstance(tenants, list):
         return  # the schema reports the wrong type
     base = spec_path.parent
-    cwd_prefix = os.path.join(str(cwd.resolve()), "")  # with the trailing separator
+    # The stack directory: no tenant file is read from outside it. String prefix tests (with the trailing
+    # separator): pathlib's relative_to cost more than parsing a file.
+    root = base.resolve()
+    root_prefix = os.path.join(str(root), "")
+    cwd_prefix = os.path.join(str(cwd.resolve()), "")
     seen: set[Path] = {spec_path.resolve()}  # `tenantFiles: [.]` must not read the spec as a tenant
     for i, entry in enumerate(entries):
         if not entry:
             continue  # the schema reports the empty entry; "" would otherwise mean the spec's own directory
-        files = _tenant_files(entry, base)
-        if isinstance(files, str):
-            report.add(ERROR, source.value((TENANT_INCLUDE_KEY, i)), f"{TENANT_INCLUDE_KEY}[{i}]",
-                       f'"{entry}" {files}', rule="GP008")
+        where, at = source.value((TENANT_INCLUDE_KEY, i)), f"{TENANT_INCLUDE_KEY}[{i}]"
+        escape = _escapes(entry)
+        if escape:
+            report.add(ERROR, where, at, f'"{entry}" {escape}', rule=R_PATH_ESCAPES)
             continue
-        if files is None:
-            report.add(ERROR, source.value((TENANT_INCLUDE_KEY, i)), f"{TENANT_INCLUDE_KEY}[{i}]",
+        if (base / entry).exists() and not _inside(base / entry, root):
+            report.add(ERROR, where, at, f'"{entry}" resolves (through a symlink) to a place outside the stack '
+                       "directory; it is not read. Tenant files must live inside the stack directory",
+                       rule=R_OUTSIDE_STACK)
+            continue
+        found = _tenant_files(entry, base)
+        if isinstance(found, str):
+            report.add(ERROR, where, at, f'"{entry}" {found}', rule=R_INCLUDE)
+            continue
+        if found is None:
+            report.add(ERROR, where, at,
                        f'"{entry}" matches no file or directory (relative to {base or "."}); '
-                       "give a directory of tenant files, a glob such as tenants/*.yaml, or a file", rule="GP008")
+                       "give a directory of tenant files, a glob such as tenants/*.yaml, or a file", rule=R_INCLUDE)
             continue
-        for path, resolved in files:
+        files, skipped = found
+        for path in skipped:
+            shown = _display_name(path, cwd)
+            if path.is_symlink() and _is_yaml(path) and not path.exists():
+                report.add(WARNING, where, at, f"{shown} is a symlink to nothing and is not read", rule=R_DISCOVERY)
+            elif path.is_dir():
+                report.add(WARNING, where, at, f'{shown}/ is a subdirectory and is not read (a directory entry reads '
+                           f'only the files directly in it); add "{entry.rstrip("/")}/{path.name}/" to tenantFiles, '
+                           f'or use a glob such as "{entry.rstrip("/")}/**/*.yaml"', rule=R_DISCOVERY)
+            else:
+                report.add(WARNING, where, at, f"{shown} is not read: tenant files end in .yaml or .yml",
+                           rule=R_DISCOVERY)
+        for path, resolved, named in files:
+            # The label is the file as named (a symlink shows as the link, never as where it points).
+            text = str(named)
+            label = text[len(cwd_prefix):] if text.startswith(cwd_prefix) else str(path)
+            if not str(resolved).startswith(root_prefix):
+                # Never read, never quoted: it may be anything (a credentials file, a device).
+                report.add(ERROR, where, at, f"{label} resolves (through a symlink) to a file outside the stack "
+                           "directory; it is not read. Tenant files must live inside the stack directory: copy the "
+                           "file in instead of linking it", rule=R_OUTSIDE_STACK)
+                continue
             if resolved in seen:
                 continue
             seen.add(resolved)
             index = len(tenants)
-            text = str(resolved)  # a string prefix test: pathlib's relative_to cost more than parsing a file
-            label = text[len(cwd_prefix):] if text.startswith(cwd_prefix) else str(path)
             ok, tenant = load_yaml_file(path, label, source, report, base_path=("tenants", index))
             if ok:
                 tenants.append(tenant)

@@ -6,7 +6,8 @@ A case is either `tests/bad_specs/<name>.yaml` or a directory `tests/bad_specs/<
     # expect: [FILE:]LINE:COL SEVERITY RULE: SUBSTRING OF THE MESSAGE
 
 FILE defaults to the spec itself; for tenant-file cases it is the tenant file relative to the case directory
-(e.g. tenants/empty.yaml). Every expected diagnostic must be reported with exactly that file, line, column and
+(e.g. tenants/empty.yaml). A case may hold symlinks (tenant files pointing into tests/bad_specs/_outside, which is
+not a case). Every expected diagnostic must be reported with exactly that file, line, column and
 rule id (GP123), every diagnostic must carry a registered rule id, and `gpupool validate` must exit 1 without a
 traceback.
 """
@@ -52,6 +53,14 @@ CASES = _cases()
 def test_corpus_is_large_enough():
     assert len(CASES) >= 45
     assert sum(1 for p in CASES if p.name == "spec.yaml") >= 5  # tenant-file cases
+
+
+def test_corpus_covers_every_security_and_derived_name_rule():
+    """Every GP8xx/GP9xx rule (issue 9: untrusted tenant files) has cases asserting its id."""
+    asserted = {e["rule"] for p in CASES for e in _expectations(p)}
+    ours = {r for r in RULES if r.startswith(("GP8", "GP9"))}
+    assert ours - asserted == set(), f"rules without a bad-spec case: {sorted(ours - asserted)}"
+    assert sum(1 for p in CASES if _case_name(p).startswith(("sec-", "names-", "num-", "yaml9-"))) >= 60
 
 
 @pytest.mark.parametrize("spec", CASES, ids=_case_name)

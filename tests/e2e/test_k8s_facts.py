@@ -320,3 +320,40 @@ def test_f_cpu_memory_quota_forces_declaration_gpu_quota_does_not(control_plane,
     assert st == 201, f"a GPU quota forced a non-GPU pod to declare GPUs: {obj}"
     st, obj = create_pod(cp, namespace, pod("cpu-only", limits={"cpu": "1"}))
     assert st == 201, obj
+
+
+# ---------------------------------------------------------------------------------------------- (g)
+def test_g_aggregated_owner_roles_cannot_change_quotas_or_limit_ranges(control_plane, namespace):
+    """gpupool binds tenant owners to Kubernetes' own admin/edit/view ClusterRoles (ownerRole). None of them
+    may write a ResourceQuota or a LimitRange; admin and edit run workloads and get what the hand-written role
+    denied (NetworkPolicies, PDBs, HPAs, Ingresses); only admin may bind roles (escalation-checked)."""
+    cp = control_plane
+    for role in ("admin", "edit", "view"):
+        group = f"owners-{role}"
+        cp.kubectl("create", "rolebinding", f"owners-{role}", f"--clusterrole={role}", f"--group={group}",
+                   "-n", namespace)
+    cp.kubectl("create", "rolebinding", "owners-sa", "--clusterrole=edit", "--serviceaccount=ci:deployer",
+               "-n", namespace)
+
+    def can(verb, resource, as_user, groups):
+        out = cp.kubectl("auth", "can-i", verb, resource, "-n", namespace, as_user=as_user, as_groups=groups,
+                         check=False)
+        assert out.stdout.strip() in ("yes", "no"), out.stdout + out.stderr
+        return out.stdout.strip() == "yes"
+
+    who = {role: (f"u-{role}", [f"owners-{role}"]) for role in ("admin", "edit", "view")}
+    who["sa"] = ("system:serviceaccount:ci:deployer", ["system:serviceaccounts", "system:serviceaccounts:ci"])
+    # The aggregation controller fills the roles in shortly after start-up.
+    cp.wait_for(lambda: can("create", "pods", *who["edit"]), timeout=60, what="edit role aggregated")
+    for name, (user, groups) in who.items():
+        for resource in ("resourcequotas", "limitranges"):
+            assert can("get", resource, user, groups), (name, resource)
+            for verb in ("create", "update", "patch", "delete", "deletecollection"):
+                assert not can(verb, resource, user, groups), (name, verb, resource)
+        writes = name != "view"
+        assert can("create", "pods", user, groups) == writes, name
+        for resource in ("networkpolicies.networking.k8s.io", "poddisruptionbudgets.policy",
+                         "horizontalpodautoscalers.autoscaling", "ingresses.networking.k8s.io"):
+            assert can("create", resource, user, groups) == writes, (name, resource)
+        assert can("create", "rolebindings.rbac.authorization.k8s.io", user, groups) == (name == "admin"), name
+        assert not can("update", "namespaces", user, groups), name

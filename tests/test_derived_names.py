@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpupool.analysis import plan as planning
-from gpupool.k8s import manifests, render
+from gpupool.k8s import delivery, manifests, render
 from gpupool.present import plan as present_plan
 from gpupool.rules.engine import validate_file
 
@@ -125,11 +125,14 @@ def _labels_valid(labels: dict) -> None:
 def check_derived_names(plan: manifests.Plan) -> None:
     names = [o.name for o in plan.objects]
     assert len(names) == len(set(names)), "Pulumi resource names collide"
-    files = render.render_documents(plan)
-    assert len(files) == len(plan.objects), "two objects render to the same file"
-    assert len({f.lower() for f in files}) == len(files), "file names collide on a case-insensitive file system"
-    for f in files:
-        assert "/" not in f and "\0" not in f and len(f.encode()) <= 255, f
+    for mode in delivery.MODES:
+        rendered = render.objects(plan, mode)
+        files = render.render_documents(plan, mode)
+        own = [render.file_name(o) for o in rendered]
+        assert len(set(own)) == len(own) and set(own) <= set(files), f"two objects render to one file ({mode})"
+        assert len({f.lower() for f in files}) == len(files), "file names collide on a case-insensitive file system"
+        for f in files:
+            assert "\0" not in f and all(0 < len(part.encode()) <= 255 for part in f.split("/")), f
     identities = set()
     for obj in plan.objects:
         meta = obj.manifest["metadata"]
@@ -189,8 +192,9 @@ def test_derived_names_are_unique_and_valid_and_render_and_plan_never_crash(tmp_
     for fmt in (present_plan.format_table, present_plan.format_markdown, present_plan.format_json,
                 present_plan.format_csv):
         assert fmt(capacity)
-    written = render.write(plan, directory / "out")
-    assert len(written) == len(plan.objects)
+    documents = render.render_documents(plan)
+    written = render.write(documents, directory / "out")
+    assert len(written) == len(documents)
 
 
 def test_names_that_collided_before_are_distinct(tmp_path):
@@ -215,8 +219,9 @@ def test_names_that_collided_before_are_distinct(tmp_path):
     assert "pool-a-b.c" in patches and "pool-a.b-c" in patches
     assert plan.pool_configs["a"]["devicePluginConfig"] == manifests.EXCLUSIVE_KEY
     assert plan.pool_configs["exclusive"]["devicePluginConfig"] == "exclusive"
-    render.write(plan, tmp_path / "out")
-    assert {p.name for p in (tmp_path / "out").iterdir()} == set(render.render_documents(plan))
+    documents = render.render_documents(plan)
+    render.write(documents, tmp_path / "out")
+    assert {str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*.yaml")} == set(documents)
 
 
 def test_per_gpu_layouts_with_the_same_readable_name_get_different_config_names(tmp_path):

@@ -6,7 +6,7 @@ valid by construction in gpupool.k8s.manifests; tests/test_derived_names.py prov
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from gpupool.rules.registry import Context, rule
 
@@ -77,11 +77,12 @@ def overlapping_pools(ctx: Context) -> None:
     for path, p in _pools(ctx):
         if not ctx.usable(path + ("nodeSelector",)) or not ctx.usable(path + ("nodes",)):
             continue
-        selector = p.get("nodeSelector") if isinstance(p.get("nodeSelector"), dict) else {}
+        raw_selector = p.get("nodeSelector")
+        selector: dict = raw_selector if isinstance(raw_selector, dict) else {}
         nodes = [n for n in p.get("nodes", []) if isinstance(n, str)] if isinstance(p.get("nodes"), list) else []
         pools.append((path, p["name"], selector, nodes))
-    for k, (path, name, selector, nodes) in enumerate(pools):
-        for other_path, other, other_sel, other_nodes in pools[:k]:
+    for k, (path, name, selector, _nodes) in enumerate(pools):
+        for _, other, other_sel, _ in pools[:k]:
             if other == name:
                 continue  # a duplicate pool name is reported on its own
             if selector and other_sel and (_subset(selector, other_sel) or _subset(other_sel, selector)):
@@ -93,7 +94,7 @@ def overlapping_pools(ctx: Context) -> None:
             value = selector.get(label)
             if value is None:
                 continue
-            for other_path, other, _, other_nodes in pools:
+            for _, other, _, other_nodes in pools:
                 if other == name:
                     continue
                 if (pools_of == "node" and value in other_nodes) or (pools_of == "pool" and value == other):

@@ -6,8 +6,9 @@ declared in gpupool.rules.input_files.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from gpupool.model import platform as m
 from gpupool.model.owners import Subject, parse_owner

@@ -280,8 +280,8 @@ def load_yaml_file(path: Path, file_label: str, source: SourceMap, report: Repor
     """
     start = Location(file_label, 1, 1)
     try:
-        raw = path.read_bytes() if raw is None else raw
-        text = raw.decode("utf-8")
+        data = path.read_bytes() if raw is None else raw
+        text = data.decode("utf-8")
     except FileNotFoundError:
         report.add(ERROR, start, "", "file not found", rule=R_UNREADABLE)
         return False, None
@@ -289,9 +289,9 @@ def load_yaml_file(path: Path, file_label: str, source: SourceMap, report: Repor
         report.add(ERROR, start, "", "is a directory; expected a YAML file", rule=R_UNREADABLE)
         return False, None
     except UnicodeDecodeError as exc:
-        line, col = _position(raw, exc.start)
+        line, col = _position(data, exc.start)
         report.add(ERROR, Location(file_label, line, col), "",
-                   f"not UTF-8 text: byte 0x{raw[exc.start]:02X} here is not valid UTF-8 ({exc.reason}); "
+                   f"not UTF-8 text: byte 0x{data[exc.start]:02X} here is not valid UTF-8 ({exc.reason}); "
                    "save the file as UTF-8", rule=R_UNREADABLE)
         return False, None
     except OSError as exc:

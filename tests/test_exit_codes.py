@@ -128,8 +128,8 @@ def test_internal_error_is_70(project, capsys, monkeypatch, command):
 
     real = cli.build_parser
 
-    def patched():
-        p = real()
+    def patched(*a, **k):
+        p = real(*a, **k)
         for action in p._subparsers._group_actions[0].choices.values():
             action.set_defaults(func=boom)
             for sub in getattr(action, "_subparsers", None)._group_actions[0].choices.values() \

@@ -45,3 +45,25 @@ def test_an_internal_error_is_one_line_not_a_traceback(tmp_path, capsys, monkeyp
     assert main(["validate", str(tmp_path / "x.yaml")]) == 70
     err = capsys.readouterr().err
     assert "internal error: RuntimeError: simulated bug" in err and "Traceback" not in err
+
+
+def test_validation_pauses_the_collector_and_restores_it(tmp_path):
+    import gc
+
+    import gpupool.rules.engine as v
+
+    seen = []
+    real = v.load_spec
+    v.load_spec = lambda *a, **k: (seen.append(gc.isenabled()), real(*a, **k))[1]
+    try:
+        path = tmp_path / "spec.yaml"
+        path.write_text(SPEC)
+        assert gc.isenabled()
+        v.validate_file(path)
+        assert seen == [False] and gc.isenabled()
+        gc.disable()  # a caller that paused it itself keeps it paused
+        v.validate_file(path)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+        v.load_spec = real

@@ -6,6 +6,9 @@ from an invalid spec.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,8 +30,24 @@ class Result:
 
 
 def validate_file(path: str | Path, *, cwd: Path | None = None) -> Result:
-    loaded = load_spec(path, cwd=cwd)
-    return validate_loaded(loaded)
+    with _collector_paused():
+        loaded = load_spec(path, cwd=cwd)
+        return validate_loaded(loaded)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a spec is loaded and judged. Loading builds hundreds of
+    thousands of small containers, each allocation burst triggers collections that traverse all of them and
+    every imported module: with 1,000 tenants that was a third to half of validate's time. The data holds no
+    reference cycles (reference counting frees it); collection resumes as before afterwards."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def load_valid_spec(path: str | Path) -> m.Spec:

@@ -110,10 +110,20 @@ def stub_chart_objects(ns: str, values: dict) -> list[dict]:
                  "migManager.config.default": str(v("migManager", "config", "default")),
                  "driver.enabled": json.dumps(v("driver", "enabled"))},  # helm's quote of a bool: "true"
     }]
+    cdi = bool(v("cdi", "enabled"))
+    plugin = [{"name": "PASS_DEVICE_SPECS", "value": "true"}, {"name": "FAIL_ON_INIT_ERROR", "value": "true"},
+              {"name": "DEVICE_LIST_STRATEGY", "value": "cdi-annotations,cdi-cri" if cdi else "envvar"},
+              {"name": "DEVICE_ID_STRATEGY", "value": "uuid"}, {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+              {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"}]
+    plugin += [{"name": "CDI_ENABLED", "value": "true"}] if cdi else []
+    gfd = [{"name": "GFD_SLEEP_INTERVAL", "value": "60s"}, {"name": "GFD_FAIL_ON_INIT_ERROR", "value": "true"}]
+    mig = [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+           {"name": "DEFAULT_GPU_CLIENTS_NAMESPACE", "value": ns}]
     for name, node_label, env in (
-            ("gpu-feature-discovery", "nvidia.com/gpu.deploy.gpu-feature-discovery", v("gfd", "env")),
-            ("nvidia-device-plugin-daemonset", "nvidia.com/gpu.deploy.device-plugin", v("devicePlugin", "env")),
-            ("nvidia-mig-manager", "nvidia.com/gpu.deploy.mig-manager", v("migManager", "env"))):
+            ("gpu-feature-discovery", "nvidia.com/gpu.deploy.gpu-feature-discovery", merge_env(gfd, v("gfd", "env"))),
+            ("nvidia-device-plugin-daemonset", "nvidia.com/gpu.deploy.device-plugin",
+             merge_env(plugin, v("devicePlugin", "env"))),
+            ("nvidia-mig-manager", "nvidia.com/gpu.deploy.mig-manager", merge_env(mig, v("migManager", "env")))):
         objects.append({
             "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": ns},
             "spec": {"selector": {"matchLabels": {"app": name}},
@@ -122,6 +132,15 @@ def stub_chart_objects(ns: str, values: dict) -> list[dict]:
                                            "containers": [{"name": "main", "image": "registry.invalid/gpupool/stub:0",
                                                            "env": env or []}]}}}})
     return objects
+
+
+def merge_env(defaults: list[dict], given: list[dict] | None) -> list[dict]:
+    """The stub chart's templates/_env.tpl (the operator's setContainerEnv): replace by name, else append."""
+    given = given or []
+    values = {g["name"]: g.get("value") for g in given}
+    out = [{"name": d["name"], "value": values[d["name"]]} if d["name"] in values else d for d in defaults]
+    names = {d["name"] for d in defaults}
+    return out + [g for g in given if g["name"] not in names]
 
 
 def _dig(d, path, default):

@@ -10,7 +10,7 @@ best of N each (samples interleaved), every sample writing into a fresh empty di
                          objects, dump each to YAML, write one file per object (imports paid beforehand)
   baseline, in-process   the same manifest dicts (precomputed from manifests.build), one file per object,
                          each `yaml.dump(manifest, Dumper=yaml.CSafeDumper, sort_keys=False)`
-  render, subprocess     `python -m gpupool render SPEC -o DIR`, wall clock including interpreter start
+  render, subprocess     `python -m gpupool render SPEC --output-dir DIR`, wall clock including interpreter start
   baseline, subprocess   `python -c ...` that unpickles the manifest dicts and dumps them as above
 
 The two ratios are render / baseline for each pair; a breakdown of the in-process render follows.

@@ -66,6 +66,25 @@ def test_up_creates_the_dev_stack_and_a_second_preview_changes_nothing(stack, co
     assert not changed, f"second preview is not a no-op: {changed}"
 
 
+def test_operands_keep_the_operators_env_and_get_gpupools_hash(stack, control_plane):
+    """The stub chart merges values env per variable into its template, as the operator does: gpupool's
+    hash joins the template's env and overrides none of it (DEVICE_LIST_STRATEGY stays the CDI one)."""
+    from gpupool.k8s.manifests import HASH_ENV_MIG, HASH_ENV_PLUGIN
+
+    def env(daemonset: str) -> dict:
+        ds = control_plane.get_json("daemonset", daemonset, "-n", "gpu-operator")
+        return {e["name"]: e.get("value") for e in ds["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+    plugin = env("nvidia-device-plugin-daemonset")
+    assert plugin["DEVICE_LIST_STRATEGY"] == "cdi-annotations,cdi-cri"
+    assert plugin["PASS_DEVICE_SPECS"] == "true" and plugin["CDI_ENABLED"] == "true"
+    assert len(plugin[HASH_ENV_PLUGIN]) == 16
+    gfd = env("gpu-feature-discovery")
+    assert gfd["GFD_SLEEP_INTERVAL"] == "60s" and HASH_ENV_PLUGIN in gfd
+    mig = env("nvidia-mig-manager")
+    assert "NODE_NAME" in mig and HASH_ENV_MIG in mig
+
+
 def test_quota_edit_is_an_in_place_update_of_exactly_that_quota(stack, control_plane):
     stack.edit("dev/tenants/notebooks.yaml", "nvidia.com/gpu.shared: 6", "nvidia.com/gpu.shared: 4")
     ops = stack.preview_ops()

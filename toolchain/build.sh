@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Build the gpupool toolchain (pulumi CLI, pulumi-resource-kubernetes, kube-apiserver,
-# kube-controller-manager, etcd) from Go modules into a cache OUTSIDE the repo.
+# Build the gpupool toolchain (pulumi CLI, pulumi-language-python, pulumi-resource-kubernetes,
+# kube-apiserver, kube-controller-manager, etcd) from Go modules into a cache OUTSIDE the repo.
 #
 #   toolchain/build.sh                  build what is missing; last stdout line = bin dir
 #   toolchain/build.sh --print-bin-dir  print the bin dir only (no build); exit 0
 #   toolchain/build.sh --check          exit 0 if every binary is present, 1 otherwise (no build)
-#   toolchain/build.sh NAME...          build only these (pulumi, pulumi-resource-kubernetes,
-#                                       etcd, kube-apiserver, kube-controller-manager)
+#   toolchain/build.sh NAME...          build only these (pulumi, pulumi-language-python,
+#                                       pulumi-resource-kubernetes, etcd, kube-apiserver,
+#                                       kube-controller-manager)
 #
 # Env: GPUPOOL_TOOLCHAIN_DIR (default $HOME/.cache/gpupool-toolchain), GOFLAGS_P (parallelism,
 # default 2). Needs only Go (>= go.mod's go line of each module) and a Go module proxy.
@@ -23,12 +24,18 @@ BIN_DIR="$ROOT/$KEY/bin"
 COMP_DIR="$ROOT/components"    # one dir per (component, version): reused across keys
 SRC_DIR="$ROOT/src"            # wrapper modules / writable module copies
 LOG_DIR="$ROOT/logs"
-ALL=(etcd kube-apiserver kube-controller-manager pulumi pulumi-resource-kubernetes)
+ALL=(etcd kube-apiserver kube-controller-manager pulumi pulumi-language-python pulumi-resource-kubernetes)
+# Files a component installs next to its binary (same component dir, same bin dir).
+companions() { case "$1" in pulumi-language-python) echo pulumi-language-python-exec ;; esac; }
 
 case "${1:-}" in
   --print-bin-dir) echo "$BIN_DIR"; exit 0 ;;
   --check)
-    for b in "${ALL[@]}"; do [ -x "$BIN_DIR/$b" ] || { echo "missing: $BIN_DIR/$b" >&2; exit 1; }; done
+    for b in "${ALL[@]}"; do
+      for f in "$b" $(companions "$b"); do
+        [ -x "$BIN_DIR/$f" ] || { echo "missing: $BIN_DIR/$f" >&2; exit 1; }
+      done
+    done
     echo "$BIN_DIR"; exit 0 ;;
   -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
 esac
@@ -113,6 +120,22 @@ build_pulumi() { # out
      -o "$1" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
 }
 
+# The Python language host of sdk/v3 <= v3.79.0, where it is still a package of the sdk module (later it
+# is a separate module the proxy does not serve). The executor shim it runs is a Python script of the same
+# module zip; the host refuses to start unless it sits next to the binary.
+build_language_python() { # out
+  local v="v$PULUMI_LANGUAGE_PYTHON_VERSION" w="$SRC_DIR/pulumi-language-python-$PULUMI_LANGUAGE_PYTHON_VERSION" sdk
+  local p=github.com/pulumi/pulumi/sdk/v3/python/cmd/pulumi-language-python
+  sdk="$(moddir "github.com/pulumi/pulumi/sdk/v3@$v")"
+  new_wrapper "$w" gpupool.local/toolchain/pulumi-language-python
+  (cd "$w"
+   # shellcheck disable=SC2046
+   go mod edit -require="github.com/pulumi/pulumi/sdk/v3@$v" $(nonpath_replaces "$sdk/go.mod")
+   go get "$p@$v"
+   go build -trimpath -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$v" -o "$1" "$p")
+  install -m 0755 "$sdk/python/cmd/pulumi-language-python-exec" "$(dirname "$1")/pulumi-language-python-exec"
+}
+
 build_provider() { # out
   local mv="$PULUMI_K8S_PROVIDER_MODULE_VERSION" v="$PULUMI_K8S_PROVIDER_VERSION" src w
   src="$(moddir "github.com/pulumi/pulumi-kubernetes/provider/v4@$mv")"
@@ -173,6 +196,7 @@ GO
 comp_version() {
   case "$1" in
     pulumi) echo "$PULUMI_VERSION" ;;
+    pulumi-language-python) echo "$PULUMI_LANGUAGE_PYTHON_VERSION" ;;
     pulumi-resource-kubernetes) echo "$PULUMI_K8S_PROVIDER_VERSION-${PULUMI_K8S_PROVIDER_MODULE_VERSION##*-}" ;;
     kube-apiserver|kube-controller-manager) echo "$KUBERNETES_VERSION" ;;
     etcd) echo "$ETCD_VERSION" ;;
@@ -183,6 +207,7 @@ comp_version() {
 build_one() { # name out
   case "$1" in
     pulumi) build_pulumi "$2" ;;
+    pulumi-language-python) build_language_python "$2" ;;
     pulumi-resource-kubernetes) build_provider "$2" ;;
     kube-apiserver|kube-controller-manager) build_kube "$2" "$1" ;;
     etcd) build_etcd "$2" ;;
@@ -213,7 +238,9 @@ for name in "${WANT[@]}"; do
       continue
     fi
   fi
-  ln -f "$cdir/$name" "$BIN_DIR/$name" 2>/dev/null || cp -f "$cdir/$name" "$BIN_DIR/$name"
+  for f in "$name" $(companions "$name"); do
+    ln -f "$cdir/$f" "$BIN_DIR/$f" 2>/dev/null || cp -f "$cdir/$f" "$BIN_DIR/$f"
+  done
 done
 
 # Plugin-cache layout, so PULUMI_HOME=$ROOT/$KEY/pulumi-home finds the provider by exact version

@@ -108,6 +108,8 @@ class ControlPlane:
         self.start_timeout = start_timeout
         self.extra_apiserver_args = list(extra_apiserver_args)
         self._procs: dict[str, subprocess.Popen] = {}
+        self._argv: dict[str, list[str]] = {}
+        self._probes: dict[str, Any] = {}
         self._logs: dict[str, Any] = {}
         self.workdir: Path | None = None
         self.kubeconfig: Path | None = None
@@ -176,7 +178,8 @@ class ControlPlane:
             f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
             f"--initial-cluster=e2e=http://127.0.0.1:{peer_port}",
             "--unsafe-no-fsync", "--log-level=warn"])
-        self._wait("etcd", lambda: self._http_ok(f"{etcd_url}/health", tls=False), deadline)
+        self._probes["etcd"] = lambda: self._http_ok(f"{etcd_url}/health", tls=False)
+        self._wait("etcd", self._probes["etcd"], deadline)
 
         # kube-apiserver
         api_port = free_port()
@@ -198,7 +201,8 @@ class ControlPlane:
             "--profiling=false", "--v=1",
             *self.extra_apiserver_args])
         self._ssl = ssl.create_default_context(cafile=str(pki.ca_crt))
-        self._wait("kube-apiserver", lambda: self._http_ok(f"{self.server}/readyz"), deadline)
+        self._probes["kube-apiserver"] = lambda: self._http_ok(f"{self.server}/readyz")
+        self._wait("kube-apiserver", self._probes["kube-apiserver"], deadline)
 
         self.kubeconfig = self.workdir / "admin.kubeconfig"
         self._write_kubeconfig(self.kubeconfig, "gpupool-e2e-admin", adm_crt, adm_key)
@@ -217,8 +221,9 @@ class ControlPlane:
             "--use-service-account-credentials=false", "--leader-elect=false",
             "--resource-quota-sync-period=15s", "--concurrent-resource-quota-syncs=2",
             "--v=1"])
-        self._wait("kube-controller-manager",
-                   lambda: self._http_ok(f"https://127.0.0.1:{kcm_port}/healthz", verify=False), deadline)
+        self._probes["kube-controller-manager"] = lambda: self._http_ok(f"https://127.0.0.1:{kcm_port}/healthz",
+                                                                        verify=False)
+        self._wait("kube-controller-manager", self._probes["kube-controller-manager"], deadline)
 
     def stop(self) -> None:
         """Stop in reverse start order (kcm, apiserver, etcd: the apiserver shuts down fast only while etcd
@@ -243,10 +248,25 @@ class ControlPlane:
             shutil.rmtree(self.workdir, ignore_errors=True)
         self.workdir = None if not self.keep_workdir else self.workdir
 
+    def restart(self, name: str = "kube-apiserver", *, down_seconds: float = 0, timeout: float = 120) -> None:
+        """Stop one process (SIGKILL: a crash, not a graceful shutdown) and start it again with the same
+        arguments, ports and data; returns once it is ready again."""
+        proc = self._procs[name]
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=30)
+        self._logs.pop(name).close()
+        time.sleep(down_seconds)
+        self._spawn(name, self._argv[name])
+        self._wait(name, self._probes[name], time.monotonic() + timeout)
+
     # ------------------------------------------------------------------ process helpers
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.log_dir / f"{name}.log", "ab")
         self._logs[name] = log
+        self._argv[name] = argv
         self._procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                              cwd=self.workdir, start_new_session=True)
 

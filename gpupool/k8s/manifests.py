@@ -353,13 +353,18 @@ def tenant_objects(spec: m.Spec, tenant: m.Tenant, quoted: list[str]) -> list[De
         # them may change ResourceQuotas or LimitRanges (tests/e2e proves it against the API server).
         subjects = [s.rbac() for s in (parse_owner(o) for o in tenant.owners) if isinstance(s, Subject)]
         out.append(Desired(comp, f"{base}-owners", {
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta("tenant-owners"),
+            # roleRef is immutable: the name carries the role, so an ownerRole change creates the new binding
+            # before it deletes the old one (same name: the create would conflict with the live object).
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": meta(f"tenant-owners-{tenant.owner_role}"),
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": tenant.owner_role},
             "subjects": subjects}, depends_on=after_ns))
     # Dropping a tenant from the spec leaves everything of it in place, quotas included (an unmanaged
     # namespace without its quota could take every GPU). Only an offboarded tenant may be deleted.
+    # The owners' binding is the exception: retained, a replaced binding (ownerRole admin -> view) would keep
+    # granting the old role. Without it a removed tenant's namespace, quotas and workloads all stay.
     keep = not tenant.offboarded
-    return [dataclasses.replace(obj, retain_on_delete=keep) for obj in out]
+    return [dataclasses.replace(obj, retain_on_delete=keep and obj.kind != "RoleBinding") for obj in out]
 
 
 # -- The whole stack ----------------------------------------------------------------------------

@@ -206,7 +206,10 @@ def test_no_owner_role_can_change_its_quotas_or_limit_ranges(stack, control_plan
                'owners: [inference-oncall, "serviceaccount:ci:deployer"]\nownerRole: admin')
     stack.edit("dev/tenants/notebooks.yaml", "owners: [data-science]", "owners: [data-science]\nownerRole: view")
     stack.up()
-    binding = control_plane.get_json("rolebinding", "tenant-owners", "-n", "inference")
+    binding = control_plane.get_json("rolebinding", "tenant-owners-admin", "-n", "inference")
+    # roleRef is immutable: the edit binding was replaced by the admin one, not left beside it
+    gone = control_plane.kubectl("get", "rolebinding", "tenant-owners-edit", "-n", "inference", check=False)
+    assert gone.returncode != 0 and "notfound" in gone.stderr.lower().replace(" ", ""), gone.stderr
     assert binding["roleRef"]["name"] == "admin"
     assert {"kind": "ServiceAccount", "name": "deployer", "namespace": "ci"} in binding["subjects"]
     owners = {

@@ -110,7 +110,7 @@ def test_the_rendered_objects_pass_a_server_side_dry_run(stack, cluster, tmp_pat
     applied = [line for line in p.stdout.splitlines() if "serverside-applied (server dry run)" in line]
     assert len(applied) == len(plain), p.stdout
     assert {d["kind"] for d in docs.values()} >= {"Namespace", "ResourceQuota", "LimitRange", "ConfigMap",
-                                                   "PriorityClass", "ClusterRole", "RoleBinding", "Node"}
+                                                   "PriorityClass", "RoleBinding", "Node"}
     assert len(chart) == 2
 
 

@@ -64,6 +64,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from bench_validate import POOL_KINDS, generate  # noqa: E402
+
 from tests.e2e.cluster import ControlPlane, _find_kubectl  # noqa: E402
 
 STUB_CHART = REPO / "tests" / "charts" / "gpu-operator-stub"

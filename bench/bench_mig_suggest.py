@@ -34,8 +34,8 @@ def main() -> None:
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    from gpupool.gpu.mig import catalog
     from gpupool.gpu import suggest as mig_suggest
+    from gpupool.gpu.mig import catalog
     model = catalog().models["H100-80GB"]
     t_import = time.perf_counter() - t0
 

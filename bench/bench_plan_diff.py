@@ -63,9 +63,10 @@ def main() -> int:
     from gpupool.analysis import diff as diffmod
     from gpupool.analysis import plan as planmod
     from gpupool.analysis.sides import load_side
-    from gpupool.present import diff as difffmt, plan as planfmt
     from gpupool.gpu.mig import catalog
     from gpupool.gpu.suggest import suggest
+    from gpupool.present import diff as difffmt
+    from gpupool.present import plan as planfmt
     from gpupool.rules.engine import validate_file
 
     with tempfile.TemporaryDirectory(prefix="gpupool-bench-") as tmp:

@@ -130,7 +130,6 @@ def child_program(spec: str, out: str) -> None:
 
     import components.program as program
     from gpupool.k8s import manifests
-    from gpupool.rules import engine as validate_mod
     from tests.pulumi_mocks import CollectingMocks, RecordingMonitor
 
     mocks = CollectingMocks()
@@ -179,6 +178,7 @@ def child_bare(plan_file: str, out: str) -> None:
     """(b): the same Kubernetes resources, inputs and options, straight through pulumi_kubernetes."""
     import pulumi
     import pulumi_kubernetes as k8s
+
     from tests.pulumi_mocks import CollectingMocks, RecordingMonitor
 
     with open(plan_file, "rb") as f:

@@ -84,9 +84,8 @@ def main() -> None:
     spec = generate_spec(directory, tenants=args.tenants, pools=args.pools)
 
     from gpupool.cli import main as cli
-    from gpupool.k8s import manifests
-    from gpupool.k8s import render
     from gpupool.cli import render as _render_cmd  # noqa: F401  (imported before the clock)
+    from gpupool.k8s import manifests, render
     from gpupool.rules.engine import validate_file
 
     result = validate_file(spec)

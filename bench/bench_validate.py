@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
-import resource
 import tempfile
 from pathlib import Path
 

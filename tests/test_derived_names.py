@@ -9,7 +9,6 @@ and whole numbers written as floats (4.0).
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -28,7 +27,7 @@ CONFIGMAP_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 
 
 def _label(max_size: int = 12):
-    return st.from_regex(r"\A[a-z0-9]([-a-z0-9]{0,%d}[a-z0-9])?\Z" % max(0, max_size - 2), fullmatch=True)
+    return st.from_regex(r"\A[a-z0-9]([-a-z0-9]{0,%d}[a-z0-9])?\Z" % max(0, max_size - 2), fullmatch=True)  # noqa: UP031 (braces of the regex)
 
 
 TRICKY_POOLS = ["exclusive", "default", "a", "a-b", "b", "b-c", "all-disabled", "exclusive-default"]

@@ -224,7 +224,7 @@ def _git(repo: Path, *args: str) -> str:
 
 def test_base_git_ref(tmp_path, capsys, monkeypatch):
     repo = tmp_path / "repo"
-    spec = stack(repo / "stacks" / "dev")
+    stack(repo / "stacks" / "dev")
     _git(repo, "init", "-q")
     _git(repo, "add", ".")
     _git(repo, "commit", "-q", "-m", "base")

@@ -24,9 +24,10 @@ def test_output_flag_and_hidden_format_alias(base, tmp_path, capsys):
     b = run(capsys, base, head, "--output", "json")[1]
     c = run(capsys, base, head, "--format", "json")[1]
     assert a == b == c and json.loads(a)["schemaVersion"] == 2
-    from gpupool.cli.main import build_parser
     import contextlib
     import io
+
+    from gpupool.cli.main import build_parser
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         try:

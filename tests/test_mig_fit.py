@@ -1,11 +1,12 @@
 """check_layout: valid/invalid layouts, placements checked independently, exhaustive agreement with an oracle."""
+import importlib.util
 import itertools
 import re
 from pathlib import Path
-import importlib.util
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpupool.gpu.mig import GpuModel, MigProfile, catalog, check_layout
 

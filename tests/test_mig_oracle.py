@@ -24,7 +24,7 @@ def load(name: str):
     return mod
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def arrangements(model_name: str) -> frozenset[tuple[tuple[str, int], ...]]:
     model = catalog().models[model_name]
     out: set[tuple[tuple[str, int], ...]] = set()
@@ -58,7 +58,7 @@ def oracle_fits(model: GpuModel, layout: dict[str, int]) -> bool:
     return capacity_ok(model, layout) and key in arrangements(model.name)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def feasible_layouts(model_name: str) -> tuple[dict[str, int], ...]:
     model = catalog().models[model_name]
     return tuple(dict(a) for a in sorted(arrangements(model_name)) if a and capacity_ok(model, dict(a)))

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpupool.gpu.mig import catalog, check_layout
-from gpupool.gpu.suggest import (lower_bound, maximal_layouts, spec_fragment, suggest, suggest_per_node)
+from gpupool.gpu.suggest import lower_bound, maximal_layouts, spec_fragment, suggest, suggest_per_node
 
 _spec = importlib.util.spec_from_file_location("_mig_oracle", Path(__file__).with_name("test_mig_oracle.py"))
 oracle = importlib.util.module_from_spec(_spec)

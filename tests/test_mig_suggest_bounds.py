@@ -13,8 +13,7 @@ import pytest
 
 from gpupool.cli.main import main
 from gpupool.gpu.mig import catalog
-from gpupool.gpu.suggest import MAX_GPUS, DemandTooLarge, _nondominated, maximal_layouts, suggest, \
-    suggest_per_node
+from gpupool.gpu.suggest import MAX_GPUS, DemandTooLarge, _nondominated, maximal_layouts, suggest, suggest_per_node
 
 ROOT = Path(__file__).resolve().parents[1]
 H100 = "H100-80GB"

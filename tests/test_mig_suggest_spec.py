@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from gpupool.cli.main import main
 from gpupool.analysis.mig_demand import SpecModeError, derive_demand
+from gpupool.cli.main import main
 from gpupool.gpu.mig import catalog, check_layout
 from gpupool.gpu.suggest import suggest
 from gpupool.rules.engine import validate_file

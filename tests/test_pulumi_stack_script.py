@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -57,7 +57,7 @@ def env(tmp_path):
 
 
 def _lock(env, host: str, pid: int, when: datetime | None = None) -> None:
-    ts = (when or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    ts = (when or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     Path(env["FAKE_LOCK"]).write_text(
         "error: the stack is currently locked by 1 lock(s). Either wait for the other process(es) to end or "
         "delete the lock file with `pulumi cancel`.\n"

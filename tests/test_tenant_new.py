@@ -29,7 +29,7 @@ def test_scaffold_validates_except_for_the_placeholders(project, capsys):
                  "--stack", "dev"]) == 0
     out, err = capsys.readouterr()
     target = project / "stacks/dev/tenants/vision.yaml"
-    assert f"created stacks/dev/tenants/vision.yaml" in out and "next steps:" in out
+    assert "created stacks/dev/tenants/vision.yaml" in out and "next steps:" in out
     text = target.read_text()
     modeline = text.splitlines()[0]
     assert modeline == "# yaml-language-server: $schema=../../../schemas/tenant.schema.json"

@@ -69,7 +69,7 @@ def test_a_failed_build_names_its_log(env):
     assert p.returncode == 1
     log = Path(env["GPUPOOL_TOOLCHAIN_DIR"]) / "logs" / "etcd-v3.6.8.log"
     assert "compile error: boom" in log.read_text()
-    assert f"FAILED to build etcd v3.6.8" in p.stderr and "compile error: boom" in p.stderr
+    assert "FAILED to build etcd v3.6.8" in p.stderr and "compile error: boom" in p.stderr
     assert p.stderr.rstrip().endswith(f"full logs: {log}")
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpupool.spec import schema
 from gpupool.cli.main import main
-from gpupool.spec.loader import load_spec
 from gpupool.rules.engine import validate_file
+from gpupool.spec import schema
+from gpupool.spec.loader import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -28,8 +28,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 
@@ -120,14 +121,14 @@ class ControlPlane:
         self._atexit_registered = False
 
     # ------------------------------------------------------------------ lifecycle
-    def __enter__(self) -> "ControlPlane":
+    def __enter__(self) -> ControlPlane:
         self.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def start(self, attempts: int = 3) -> "ControlPlane":
+    def start(self, attempts: int = 3) -> ControlPlane:
         """Start etcd, kube-apiserver, kube-controller-manager; retried if a picked port got taken."""
         for attempt in range(1, attempts + 1):
             try:
@@ -228,7 +229,7 @@ class ControlPlane:
     def stop(self) -> None:
         """Stop in reverse start order (kcm, apiserver, etcd: the apiserver shuts down fast only while etcd
         is still up), each process group with TERM then KILL after 10 s; remove the workdir."""
-        for name, proc in reversed(list(self._procs.items())):
+        for _name, proc in reversed(list(self._procs.items())):
             for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
                 if proc.poll() is not None:
                     break

@@ -64,7 +64,7 @@ def cluster(control_plane_bin, tmp_path_factory):
         pytest.fail(f"local control plane failed to start: {e}", pytrace=False)
     try:
         tmp = tmp_path_factory.mktemp("crds")
-        for kind, (module, path) in CRDS.items():
+        for _kind, (module, path) in CRDS.items():
             crd = _module_file(module, path, tmp)
             cp.kubectl("apply", "--server-side", "-f", str(crd))
             name = yaml.safe_load(crd.read_text())["metadata"]["name"]

@@ -4,7 +4,7 @@ The manifest is passed through as it is: top-level fields become keyword argumen
 their Kubernetes (camelCase) keys, so what the engine receives is what `gpupool render` writes. The only
 addition is Pulumi's own (`pulumi_only`): the provider reads `pulumi.com/patchForce` from a Patch
 resource's annotations (it is Pulumi's force-conflicts; with kubectl that is `--force-conflicts`), so it
-belongs here and never in the rendered YAML.
+belongs here and never in the rendered YAML; so does `pulumi.com/waitFor` (the MIG rollout's waits).
 """
 from __future__ import annotations
 
@@ -27,6 +27,10 @@ _CLASSES: dict[tuple[str, str, bool], Callable] = {
     ("scheduling.k8s.io/v1", "PriorityClass", False): k8s.scheduling.v1.PriorityClass,
     ("rbac.authorization.k8s.io/v1", "ClusterRole", False): k8s.rbac.v1.ClusterRole,
     ("rbac.authorization.k8s.io/v1", "RoleBinding", False): k8s.rbac.v1.RoleBinding,
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", False):
+        k8s.admissionregistration.v1.ValidatingAdmissionPolicy,
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", False):
+        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding,
 }
 
 
@@ -37,14 +41,24 @@ def _snake(name: str) -> str:
 # Pulumi-only inputs added to patch objects: gpupool's node labels win over another field manager's
 # (a node moving between pools must not conflict).
 PATCH_ANNOTATIONS = {"pulumi.com/patchForce": "true"}
+NO_WAIT = "jsonpath={.metadata.name}"  # holds as soon as the patch is applied
 
 
 def pulumi_inputs(obj: Desired) -> dict[str, Any]:
     """The manifest as registered: the rendered object plus the Pulumi-only annotations."""
-    if not obj.patch:
+    if not obj.patch and not obj.wait_for and not obj.field_manager:
         return obj.manifest
     manifest = copy.deepcopy(obj.manifest)
-    manifest["metadata"].setdefault("annotations", {}).update(PATCH_ANNOTATIONS)
+    annotations = manifest["metadata"].setdefault("annotations", {})
+    if obj.patch:
+        annotations.update(PATCH_ANNOTATIONS)
+    if obj.wait_for or (obj.patch and obj.kind == "Node"):
+        # The provider awaits the annotation as found on the live object, so a node patch would wait for
+        # whatever waitFor another patch of the same node left there: every node patch sets its own (the
+        # MIG rollout's waits, gpupool.k8s.rollout, or one that holds at once).
+        annotations["pulumi.com/waitFor"] = obj.wait_for or NO_WAIT
+    if obj.field_manager:
+        annotations["pulumi.com/patchFieldManager"] = obj.field_manager
     return manifest
 
 
@@ -60,8 +74,12 @@ class Registry:
     def register(self, obj: Desired, parent: pulumi.Resource) -> pulumi.Resource:
         cls = _CLASSES[(obj.manifest["apiVersion"], obj.manifest["kind"], obj.patch)]
         kwargs = {_snake(k): v for k, v in pulumi_inputs(obj).items() if k not in ("apiVersion", "kind")}
+        timeouts = None
+        if obj.timeout_seconds:
+            t = f"{obj.timeout_seconds}s"
+            timeouts = pulumi.CustomTimeouts(create=t, update=t)
         opts = pulumi.ResourceOptions(parent=parent, depends_on=self.depends(obj),
-                                      retain_on_delete=obj.retain_on_delete or None)
+                                      retain_on_delete=obj.retain_on_delete or None, custom_timeouts=timeouts)
         resource = cls(obj.name, opts=opts, **kwargs)
         self.resources[obj.name] = resource
         return resource

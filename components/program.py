@@ -88,7 +88,8 @@ def stack_outputs(spec: m.Spec, plan: manifests.Plan) -> dict:
         "allowed": {r.resource: r.allowed for r in resources},
         "headroom": {r.resource: r.headroom for r in resources},
         "tenants": {t.name: {"namespace": t.namespace, "tier": t.tier, "gpus": dict(t.gpus),
-                             "costCenter": t.cost_center or "", "offboarded": t.offboarded}
+                             "costCenter": t.cost_center or "", "offboarded": t.offboarded,
+                             "maxPerPod": spec.max_per_pod(t)}
                     for t in spec.tenants},
         "poolConfigs": plan.pool_configs,
         "nodeGroupLabels": plan.node_group_labels,

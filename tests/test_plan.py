@@ -173,7 +173,7 @@ def test_json_documented_keys(plan):
     doc = json.loads(planfmt.format_json(plan))
     assert doc["schemaVersion"] == 1
     assert set(doc) == {"schemaVersion", "cluster", "spec", "hoursPerMonth", "ok", "totals", "pools", "resources",
-                        "tenants", "costCenters"}
+                        "tenants", "costCenters", "migRollouts", "maxPerPod"}
     assert doc["hoursPerMonth"] == 730 and doc["ok"] is True
     assert set(doc["totals"]) == {"gpus", "gpuEquivalents", "pricedGpuEquivalents", "unpricedGpuEquivalents",
                                   "costPerHour", "costPerMonth"}

@@ -81,8 +81,17 @@ def test_render_is_exactly_what_is_registered(stack):
         assert obj.name in registered, f"{obj.name} rendered but not registered"
         inputs = json.loads(json.dumps(registered[obj.name].inputs))
         if obj.patch:
+            # Pulumi's own: patchForce on every patch, and the MIG rollout's waitFor where it waits.
+            from components.k8s_objects import NO_WAIT
+            wait = obj.wait_for or (NO_WAIT if obj.kind == "Node" else None)
+            pulumi_only = {**PATCH_ANNOTATIONS, **({"pulumi.com/waitFor": wait} if wait else {})}
+            if obj.field_manager:
+                pulumi_only["pulumi.com/patchFieldManager"] = obj.field_manager
             annotations = inputs["metadata"].pop("annotations")
-            assert annotations == PATCH_ANNOTATIONS, obj.name
+            rest = {k: v for k, v in annotations.items() if k not in pulumi_only}
+            assert {k: v for k, v in annotations.items() if k in pulumi_only} == pulumi_only, obj.name
+            if rest:
+                inputs["metadata"]["annotations"] = rest
         assert inputs == rendered, obj.name
         assert not any(k.startswith("pulumi.com/") for k in rendered["metadata"].get("annotations", {})), obj.name
     k8s_registered = {n for n, a in registered.items() if a.typ.startswith("kubernetes:")
@@ -138,8 +147,10 @@ def test_tenant_objects_are_retained_on_delete_unless_offboarded(stack):
         assert {a.typ.split(":")[-1] for a in mine} >= {"Namespace", "ResourceQuota", "LimitRange"}
         for a in mine:
             request = monitor.requests[f"{a.typ}::{a.name}"]
-            # the owners' RoleBinding is never retained: a replaced one must not keep granting its old role
-            retained = not tenant.offboarded and not a.typ.endswith("RoleBinding")
+            # Not retained: the owners' RoleBinding (a replaced one must not keep granting its old role) and
+            # the per-pod maximum (removing it from the spec must remove its enforcement).
+            admission = a.typ.startswith("kubernetes:admissionregistration.k8s.io")
+            retained = not tenant.offboarded and not admission and not a.typ.endswith("RoleBinding")
             assert bool(request["retainOnDelete"]) is retained, (tenant.name, a.name)
 
 
@@ -155,8 +166,22 @@ def test_node_label_patches_are_retained_and_forced(stack):
     assert patches
     for patch in patches:
         assert monitor.requests[f"{patch.typ}::{patch.name}"]["retainOnDelete"] is True
+        assert patch.inputs["metadata"]["annotations"]["pulumi.com/patchForce"] == "true"
+        if patch.name.endswith(("_cordon", "_mig", "_mig-check", "_uncordon")):
+            continue  # a node's MIG rollout chain (tests/test_rollout.py)
         labels = patch.inputs["metadata"]["labels"]
         assert {"gpupool.dev/pool", "nvidia.com/device-plugin.config"} <= set(labels)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_rollout_timeouts_are_custom_timeouts(stack):
+    """The per-node wait is a resource option (changing it must not re-apply the patch), never an input."""
+    mocks, monitor = _run(stack)
+    migs = [a for a in mocks.created if a.typ == "kubernetes:core/v1:NodePatch" and a.name.endswith("_mig")]
+    assert migs
+    for patch in migs:
+        timeouts = monitor.requests[f"{patch.typ}::{patch.name}"]["customTimeouts"]
+        assert timeouts["update"] == timeouts["create"] and timeouts["update"].endswith("s"), timeouts
 
 
 def test_provider_updates_config_maps_in_place():

@@ -1,6 +1,6 @@
 """Every rule is documented with a passing and a failing example, and the examples do what they say.
 
-For the rules on the model (GP1xx-GP6xx) each example replaces top-level keys of the docs' base spec: the
+For the rules on the model (GP1xx-GP7xx) each example replaces top-level keys of the docs' base spec: the
 failing one must produce a diagnostic with the rule's id, the passing one none. GP0xx examples are whole
 files; the bad-spec corpus exercises those ids. docs/rules.md must be what the registry generates.
 """
@@ -15,7 +15,7 @@ from gpupool.rules import docs
 from gpupool.rules.engine import validate_file
 from gpupool.rules.registry import RULES
 
-OURS = tuple(f"GP{n}" for n in range(1, 7))  # the model rules documented with base-spec examples
+OURS = tuple(f"GP{n}" for n in range(1, 8))  # the model rules documented with base-spec examples
 # GP8xx/GP9xx rules on the model too; the loader's (no check function) and GP809 (a tenant file's name) have
 # whole-file examples, which the bad-spec corpus exercises.
 FILE_EXAMPLES = {"GP809"}

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from gpupool.analysis import plan as planmod
-from gpupool.k8s import manifests, render
+from gpupool.k8s import manifests, render, rollout
 from gpupool.model import platform as m
 
 if TYPE_CHECKING:
@@ -90,6 +90,13 @@ class MigChange:
     # (GPU indices, profile -> count per GPU) per MIG group; () when MIG is off. For the slice maps.
     groups_before: tuple[tuple[tuple[int, ...], tuple[tuple[str, int], ...]], ...] = ()
     groups_after: tuple[tuple[tuple[int, ...], tuple[tuple[str, int], ...]], ...] = ()
+    # The rollout (gpupool.k8s.rollout): nodes already in a pool before roll in waves of `at_once`, each wave
+    # after the previous one reported success; new nodes (in no pool before) are labelled at once, no wait.
+    waves: tuple[tuple[str, ...], ...] = ()
+    new_nodes: tuple[str, ...] = ()
+    at_once: int = 0
+    cordon: bool = False
+    node_timeout_seconds: int = 0
 
 
 @dataclass(frozen=True)
@@ -234,6 +241,11 @@ def tenant_changes(base: m.Spec | None, head: m.Spec | None) -> list[TenantChang
                 details.append("container defaults changed")
             if dict(b.labels) != dict(a.labels):
                 details.append("namespace labels changed")
+            mb, ma = base.max_per_pod(b), head.max_per_pod(a)
+            if mb != ma:
+                details.append("max per pod " + ", ".join(
+                    f"{r} {mb.get(r, '-')} → {ma.get(r, '-')}" for r in sorted(set(mb) | set(ma))
+                    if mb.get(r) != ma.get(r)))
             if quotas or details:
                 out.append(TenantChange(name, "changed", quotas, tuple(details), tier=a.tier,
                                         cost_center=a.cost_center, offboarded=a.offboarded))
@@ -320,9 +332,16 @@ def mig_changes(base: m.Spec | None, head: m.Spec | None, built_b: manifests.Pla
                 kind = "added" if old is None else "changed"
             if kind == "added" and after == manifests.MIG_DISABLED and all(n not in node_cfg_b for n in nodes):
                 continue  # a new non-MIG pool of new nodes: MIG stays off, nothing to reconfigure
+            new_nodes = tuple(n for n in nodes if n not in node_cfg_b)
+            # The program chains every node in waves; a node whose config is unchanged passes at once, so what
+            # really waits is each wave's changed nodes, in order.
+            rolled = tuple(w for w in (tuple(n for n in wave if n in nodes and n not in new_nodes)
+                                       for wave in rollout.waves(pool)) if w)
             out.append(MigChange(pool.name, kind, before, after, layout_text(old), layout_text(pool), nodes, {},
                                  len(nodes), reboot, pool.gpu_model, old.gpu_model if old else "",
-                                 _groups(old), _groups(pool)))
+                                 _groups(old), _groups(pool), rolled, new_nodes,
+                                 max((len(w) for w in rolled), default=0), pool.rollout.cordon,
+                                 pool.rollout.node_timeout_seconds))
         else:
             if old is not None and before == after:
                 continue

@@ -180,6 +180,28 @@ class CostCenterLine:
 
 
 @dataclass(frozen=True)
+class RolloutLine:
+    """How a MIG layout change rolls over one MIG-capable pool (gpupool.k8s.rollout)."""
+
+    pool: str
+    max_unavailable: int  # as configured
+    at_once: int  # nodes unavailable at once: min(maxUnavailable, nodes)
+    cordon: bool
+    node_timeout_seconds: int
+    waves: tuple[tuple[str, ...], ...]  # named nodes in order; empty for a selector-based pool
+    node_selector: dict[str, str]
+
+
+@dataclass(frozen=True)
+class MaxPerPodLine:
+    tenant: str
+    resource: str
+    limit: int
+    source: str  # "tenant" or "tier <name>"
+    quota: int
+
+
+@dataclass(frozen=True)
 class CapacityPlan:
     cluster: str
     source: str
@@ -189,6 +211,8 @@ class CapacityPlan:
     tenants: tuple[TenantLine, ...]
     cost_centers: tuple[CostCenterLine, ...]
     total: Cost = field(default_factory=Cost)
+    rollouts: tuple[RolloutLine, ...] = ()
+    max_per_pod: tuple[MaxPerPodLine, ...] = ()
 
     @property
     def priced(self) -> bool:
@@ -301,7 +325,31 @@ def compute(spec: m.Spec) -> CapacityPlan:
                                            share(center_cost.gpu_equivalents)))
     total = sum((t.cost for t in tenants), Cost())
     return CapacityPlan(spec.cluster.name, spec.source_path, total_gpus, tuple(pools), tuple(resources),
-                        tuple(tenants), tuple(cost_centers), total)
+                        tuple(tenants), tuple(cost_centers), total, rollouts(spec), max_per_pod(spec))
+
+
+def rollouts(spec: m.Spec) -> tuple[RolloutLine, ...]:
+    """The rollout of every MIG-capable pool: the same waves the program chains (gpupool.k8s.rollout)."""
+    from gpupool.k8s import manifests, rollout
+
+    _, mig_by_pool = manifests.mig_config(spec)
+    out = []
+    for pool in spec.pools:
+        if pool.name not in mig_by_pool:
+            continue
+        r = pool.rollout
+        out.append(RolloutLine(pool.name, r.max_unavailable, min(r.max_unavailable, pool.node_count), r.cordon,
+                               r.node_timeout_seconds, tuple(rollout.waves(pool)), dict(pool.node_selector)))
+    return tuple(out)
+
+
+def max_per_pod(spec: m.Spec) -> tuple[MaxPerPodLine, ...]:
+    out = []
+    for t in spec.tenants:
+        for resource, limit in spec.max_per_pod(t).items():
+            source = "tenant" if resource in t.max_per_pod else f"tier {t.tier}"
+            out.append(MaxPerPodLine(t.name, resource, limit, source, t.gpus.get(resource, 0)))
+    return tuple(out)
 
 
 # -- JSON ----------------------------------------------------------------------------------------
@@ -355,4 +403,12 @@ def to_json(plan: CapacityPlan) -> dict:
         "costCenters": [{
             "name": c.name, "tenants": list(c.tenants), "share": _num(c.share, 6), **_cost_json(c.cost),
         } for c in plan.cost_centers],
+        "migRollouts": [{
+            "pool": r.pool, "maxUnavailable": r.max_unavailable, "unavailableAtOnce": r.at_once, "cordon": r.cordon,
+            "nodeTimeoutSeconds": r.node_timeout_seconds, "waves": [list(w) for w in r.waves],
+            "nodeSelector": dict(r.node_selector),
+        } for r in plan.rollouts],
+        "maxPerPod": [{
+            "tenant": x.tenant, "resource": x.resource, "max": x.limit, "from": x.source, "quota": x.quota,
+        } for x in plan.max_per_pod],
     }

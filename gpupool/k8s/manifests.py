@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from gpupool.k8s import admission, rollout
 from gpupool.model import platform as m
 from gpupool.model.owners import Subject, parse_owner
 
@@ -49,6 +50,9 @@ class Desired:
     patch: bool = False  # a Patch resource: gpupool owns some fields of an object it did not create
     retain_on_delete: bool = False
     depends_on: tuple[str, ...] = ()  # Pulumi names this object must wait for
+    timeout_seconds: int | None = None  # Pulumi customTimeouts (create/update) for its await
+    wait_for: str | None = None  # Pulumi's pulumi.com/waitFor expression (added by the component layer)
+    field_manager: str | None = None  # a shared server-side-apply field manager (pulumi.com/patchFieldManager)
 
     @property
     def kind(self) -> str:
@@ -364,7 +368,21 @@ def tenant_objects(spec: m.Spec, tenant: m.Tenant, quoted: list[str]) -> list[De
     # The owners' binding is the exception: retained, a replaced binding (ownerRole admin -> view) would keep
     # granting the old role. Without it a removed tenant's namespace, quotas and workloads all stay.
     keep = not tenant.offboarded
-    return [dataclasses.replace(obj, retain_on_delete=keep and obj.kind != "RoleBinding") for obj in out]
+    return ([dataclasses.replace(obj, retain_on_delete=keep and obj.kind != "RoleBinding") for obj in out]
+            + max_per_pod_objects(spec, tenant))
+
+
+def max_per_pod_objects(spec: m.Spec, tenant: m.Tenant) -> list[Desired]:
+    """The tenant's per-pod GPU maximums (gpupool.k8s.admission). Not retained on delete: removing a maximum
+    from the spec must remove its enforcement (the quota, which is retained, still bounds the tenant)."""
+    limits = spec.max_per_pod(tenant)
+    if not limits:
+        return []
+    comp, base = f"tenant:{tenant.name}", f"tenant-{tenant.name}"
+    labels = {**MANAGED_BY, LABEL_TENANT: tenant.name}
+    return [Desired(comp, f"{base}-max-per-pod", admission.policy(tenant, limits, labels)),
+            Desired(comp, f"{base}-max-per-pod-binding", admission.binding(tenant, labels),
+                    depends_on=(f"{base}-max-per-pod",))]
 
 
 # -- The whole stack ----------------------------------------------------------------------------
@@ -399,11 +417,23 @@ def build(spec: m.Spec) -> Plan:
                                         "devicePluginConfig": plugin_by_pool[pool.name]}
         if pool.node_selector:
             plan.node_group_labels[pool.name] = labels
+        comp = f"pool:{pool.name}"
+        # MIG-capable named nodes get their mig.config label through the rolling chain (gpupool.k8s.rollout);
+        # the pool patch carries the other labels and comes after the chain (its pool label marks a node as
+        # no longer new).
+        chains = rollout.chain(pool, mig_by_pool[pool.name], ("mig-config",)) if pool.name in mig_by_pool else {}
+        own = {k: v for k, v in labels.items() if not (chains and k == LABEL_MIG_CONFIG)}
         for node in pool.nodes:
-            plan.objects.append(Desired(f"pool:{pool.name}", node_patch_name(pool, node), {
+            for name, manifest, deps, timeout, wait_for in chains.get(node, ()):
+                manager = rollout.CORDON_MANAGER if name.endswith(("_cordon", "_uncordon")) else None
+                plan.objects.append(Desired(comp, name, manifest, patch=True, retain_on_delete=True,
+                                            depends_on=deps, timeout_seconds=timeout, wait_for=wait_for,
+                                            field_manager=manager))
+            after = (chains[node][-1][0],) if node in chains else ()
+            plan.objects.append(Desired(comp, node_patch_name(pool, node), {
                 # Plain labels; the component layer adds Pulumi's patchForce (components/k8s_objects.py).
-                "apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": labels}},
-                patch=True, retain_on_delete=True, depends_on=("mig-config", "device-plugin-config")))
+                "apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": own}},
+                patch=True, retain_on_delete=True, depends_on=("mig-config", "device-plugin-config") + after))
     for tier in spec.tiers:
         obj = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                "metadata": {"name": tier.name, "labels": {**MANAGED_BY, LABEL_TIER: tier.name}},

@@ -53,6 +53,9 @@ def _document(obj: Desired) -> str:
                    "kubectl apply --server-side --force-conflicts)")
     if obj.retain_on_delete:
         header += " retainOnDelete=true"
+    if obj.wait_for:
+        # Pulumi waits (pulumi.com/waitFor, added by the component); a plain apply does not (see README).
+        header += f"\n# gpupool: pulumi waits up to {obj.timeout_seconds}s for {obj.wait_for}"
     return header + "\n" + dump_yaml(obj.manifest)
 
 

@@ -156,7 +156,8 @@ class _Builder:
                 self.error(DUPLICATE_TIER, path + ("name",), f'duplicate tier "{name}"; tier names must be unique')
                 continue
             out[name] = m.Tier(name, t["priority"], t.get("preemptionPolicy", "PreemptLowerPriority"),
-                               t.get("isolation", "shared"), t.get("description", ""))
+                               t.get("isolation", "shared"), t.get("description", ""),
+                               dict(t.get("maxPerPod", {})))
         return out
 
     # -- node pools --------------------------------------------------------------------------
@@ -250,7 +251,14 @@ class _Builder:
             node_selector=selector,
             sharing=sharing,
             price_per_gpu_hour=p.get("pricePerGpuHour"),
+            rollout=self.rollout(p.get("rollout", {})),
         )
+
+    @staticmethod
+    def rollout(raw: dict) -> m.Rollout:
+        base = m.Rollout()
+        return m.Rollout(raw.get("maxUnavailable", base.max_unavailable), raw.get("cordon", base.cordon),
+                         raw.get("nodeTimeoutSeconds", base.node_timeout_seconds))
 
     def sharing(self, path: tuple, raw: dict, model, gpus_per_node: int, cluster: m.Cluster | None) -> m.Sharing | None:
         ok = self.usable(path)
@@ -418,7 +426,7 @@ class _Builder:
                 container_defaults=defaults, owners=tuple(t.get("owners", ())), cost_center=t.get("costCenter"),
                 owner_role=t.get("ownerRole", "edit"),
                 labels=dict(t.get("labels", {})), offboarded=t.get("offboarded", False),
-                source_file=self.loaded.source.value(path).file,
+                source_file=self.loaded.source.value(path).file, max_per_pod=dict(t.get("maxPerPod", {})),
             ), path)
         return {k: (v[0], v[1]) for k, v in out.items() if v[0] is not None}
 

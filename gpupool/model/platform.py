@@ -117,6 +117,15 @@ class Sharing:
 
 
 @dataclass(frozen=True)
+class Rollout:
+    """How a MIG layout change reaches a pool's named nodes (gpupool.k8s.rollout)."""
+
+    max_unavailable: int = 1  # nodes reconfigured at once
+    cordon: bool = True  # cordon each node while mig-manager reconfigures it, uncordon after success
+    node_timeout_seconds: int = 1800  # how long one node may take to report success
+
+
+@dataclass(frozen=True)
 class NodePool:
     name: str
     gpu_model: str  # canonical catalog name
@@ -126,6 +135,7 @@ class NodePool:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     sharing: Sharing = field(default_factory=Sharing)
     price_per_gpu_hour: float | None = None
+    rollout: Rollout = field(default_factory=Rollout)
 
     def physical_resources_per_node(self) -> dict[str, int]:
         """Devices one node has before sharing: whole GPUs and MIG instances."""
@@ -188,6 +198,7 @@ class Tier:
     preemption_policy: str = "PreemptLowerPriority"
     isolation: str = "shared"  # or "dedicated"
     description: str = ""
+    max_per_pod: Mapping[str, int] = field(default_factory=dict)  # default for its tenants, per resource name
 
 
 @dataclass(frozen=True)
@@ -209,6 +220,7 @@ class Tenant:
     labels: Mapping[str, str] = field(default_factory=dict)
     offboarded: bool = False
     source_file: str | None = None
+    max_per_pod: Mapping[str, int] = field(default_factory=dict)  # the tenant's own; see Spec.max_per_pod
 
     @property
     def namespace(self) -> str:
@@ -248,6 +260,14 @@ class Spec:
 
     def tier(self, name: str) -> Tier | None:
         return next((t for t in self.tiers if t.name == name), None)
+
+    def max_per_pod(self, tenant: Tenant) -> dict[str, int]:
+        """The per-pod GPU maximums that apply to a tenant: its tier's defaults, overridden per resource name
+        by its own. Empty for an offboarded tenant (its quota is 0 anyway)."""
+        if tenant.offboarded:
+            return {}
+        tier = self.tier(tenant.tier)
+        return dict(sorted({**(tier.max_per_pod if tier else {}), **tenant.max_per_pod}.items()))
 
     def capacity(self) -> dict[str, int]:
         """Per advertised resource name, what all pools supply together."""

@@ -102,6 +102,18 @@ def _mig_lines(d) -> list[str]:
         reboot = "; nodes REBOOT (migRebootOnReconfigure)" if c.reboot else ""
         out.append(f"{EVICTS} on {where} (pool {c.pool}): MIG Manager re-partitions the GPUs ({what}; {cfg}) "
                    f"and evicts every GPU workload there first{reboot}")
+        if c.waves:
+            cordon = "cordoned, " if c.cordon else ""
+            out.append(f"  rollout: {c.at_once} node{'s' if c.at_once != 1 else ''} unavailable at once "
+                       f"({cordon}each waits for nvidia.com/mig.config.state=success, at most "
+                       f"{c.node_timeout_seconds}s; a failed node stops the rollout): "
+                       + " → ".join(", ".join(w) for w in c.waves))
+        if c.new_nodes:
+            out.append(f"  new node{'s' if len(c.new_nodes) != 1 else ''} {', '.join(c.new_nodes)}: labelled at once, "
+                       "no wait (no workloads yet)")
+        if not c.nodes:
+            out.append("  rollout: gpupool cannot name these nodes; the node-group tooling must roll them "
+                       "(cordon, relabel, wait for success, uncordon; see README)")
     return out
 
 

@@ -42,6 +42,21 @@ def sections(plan) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...
     out.append(("Cost centres", ["COST CENTRE", "TENANTS", "GPU-EQ", "SHARE"],
                 [[c.name, ", ".join(c.tenants), eq(c.gpu_equivalents), pct(c.share)] for c in plan.cost_centers],
                 (2, 3)))
+    if plan.max_per_pod:
+        out.append(("Per-pod maximums (a ValidatingAdmissionPolicy per tenant; nothing is injected)",
+                    ["TENANT", "RESOURCE", "MAX PER POD", "FROM", "QUOTA"],
+                    [[x.tenant, x.resource, str(x.limit), x.source, str(x.quota)] for x in plan.max_per_pod],
+                    (2, 4)))
+    if plan.rollouts:
+        rows = []
+        for r in plan.rollouts:
+            head = [r.pool, str(r.at_once), "yes" if r.cordon else "no", f"{r.node_timeout_seconds}s"]
+            if not r.waves:
+                rows.append(head + ["-", rollout_order(r)])
+            for i, wave in enumerate(r.waves, 1):
+                rows.append((head if i == 1 else [""] * 4) + [str(i), ", ".join(wave)])
+        out.append(("MIG re-layout rollout (a wave starts when every node of the previous one reported success)",
+                    ["POOL", "AT ONCE", "CORDON", "NODE TIMEOUT", "WAVE", "NODES"], rows, (1, 4)))
     if plan.priced:
         rows = []
         for t in sorted(plan.tenants, key=lambda t: (t.cost_center or "", t.name)):
@@ -57,6 +72,13 @@ def sections(plan) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...
         out.append(("Chargeback per cost centre",
                     ["COST CENTRE", "GPU-EQ", "PER HOUR", "PER MONTH", "UNPRICED GPU-EQ"], rows, (1, 2, 3, 4)))
     return out
+
+
+def rollout_order(r) -> str:
+    """"n1, n2 → n3, n4": waves separated by arrows; a selector pool's nodes cannot be named."""
+    if not r.waves:
+        return "selector pool: node-group tooling rolls it"
+    return " → ".join(", ".join(w) for w in r.waves)
 
 
 def _summary(plan) -> str:

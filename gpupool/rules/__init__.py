@@ -8,7 +8,8 @@ from __future__ import annotations
 import importlib
 
 RULE_MODULES: tuple[str, ...] = ("loading", "cluster", "pools", "gpu_models", "sharing", "tiers", "tenants",
-                                 "placeholders", "capacity", "operator_env", "input_files", "security", "names")
+                                 "placeholders", "capacity", "operator_env", "input_files", "security", "names",
+                                 "admission")
 
 for _name in RULE_MODULES:
     importlib.import_module(f"gpupool.rules.{_name}")

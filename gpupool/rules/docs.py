@@ -1,7 +1,7 @@
 """docs/rules.md, generated from the rule registry: `python -m gpupool.rules.docs` (or `--check`).
 
 Each rule's documentation is its docstring (or the `doc` given to `declare`): a short why, then a
-``Passes:`` and a ``Fails:`` block of YAML. For the rules on the model (GP1xx-GP6xx) each block holds
+``Passes:`` and a ``Fails:`` block of YAML. For the rules on the model (GP1xx-GP7xx) each block holds
 top-level keys that replace those of EXAMPLE_BASE below; tests/test_rule_examples.py validates every
 example that way, so the documentation cannot drift from what the rules do.
 """
@@ -70,7 +70,7 @@ def render() -> str:
            "Generated from the rule registry by `python -m gpupool.rules.docs`; do not edit by hand "
            "(a test fails when this file is stale). Every diagnostic names its rule: "
            "`FILE:LINE:COL: error: PATH: MESSAGE [GP123]`.", "",
-           "Examples of the rules GP1xx-GP6xx replace the top-level keys of this valid spec (each is validated "
+           "Examples of the rules GP1xx-GP7xx replace the top-level keys of this valid spec (each is validated "
            "by `tests/test_rule_examples.py`); GP0xx examples are whole files.", "",
            "```yaml", EXAMPLE_BASE.rstrip(), "```", ""]
     ids = sorted(RULES)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from .mig_manager_sim import MigManagerSim
 from .stack import E2EStack
 
 pytestmark = pytest.mark.e2e
@@ -34,7 +35,9 @@ def stack(control_plane, toolchain_bin, tmp_path_factory) -> E2EStack:
     work = tmp_path_factory.mktemp("gpupool-dev")
     shutil.copytree(REPO / "stacks" / "dev", work / "dev")
     s = E2EStack(toolchain_bin, control_plane.kubeconfig, work, spec=work / "dev" / "spec.yaml", chart=STUB_CHART)
-    yield s
+    # A MIG re-layout waits for MIG Manager's success on every node it changes (gpupool.k8s.rollout).
+    with MigManagerSim(control_plane, tuple(DEV_NODES), pending_delay=0.2, apply_delay=0.5):
+        yield s
     s.close()
 
 
@@ -128,7 +131,10 @@ def test_mig_layout_edit_updates_the_mig_config_in_place_and_relabels_the_node(s
     ops = stack.preview_ops()
     changed = {urn.split("::")[-1]: op for urn, op in ops.items() if op != "same"}
     assert changed.get("mig-config") == "update", changed
-    assert changed.get("pool-a100-mig.dev-gpu-a100-1") == "update", changed
+    # The node's rollout chain relabels it (cordon, label + pending, check, uncordon); its pool patch stays.
+    for step in ("cordon", "mig", "mig-check", "uncordon"):
+        assert changed.get(f"pool-a100-mig.dev-gpu-a100-1_{step}") == "update", changed
+    assert "pool-a100-mig.dev-gpu-a100-1" not in changed
     assert "device-plugin-config" not in changed
     stack.up()
     node = control_plane.get_json("node", "dev-gpu-a100-1")

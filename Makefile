@@ -26,8 +26,9 @@ demo: setup
 toolchain:
 	bash toolchain/build.sh >/dev/null
 
-# actionlint (checks .github/workflows), built from its Go module into ~/.cache/gpupool-toolchain/tools
-# (pinned in tools/versions.env); a no-op when cached.
+# actionlint (checks .github/workflows) and waitfor-eval (the provider's own waitFor evaluation, for the
+# rollout's waits), built from Go modules into ~/.cache/gpupool-toolchain/tools (pinned in tools/versions.env
+# and toolchain/versions.env); a no-op when cached.
 tools:
 	bash tools/build.sh >/dev/null
 
@@ -46,7 +47,8 @@ lint: setup
 # Everything, end-to-end tests against a local API server included.
 test: lint setup toolchain tools render-deps
 	GPUPOOL_REQUIRE_E2E=1 GPUPOOL_REQUIRE_RENDER=1 GPUPOOL_REQUIRE_TOOLS=1 \
-	GPUPOOL_ACTIONLINT="$$(bash tools/build.sh --print-bin-dir)/actionlint" GPUPOOL_TOOLCHAIN_BIN="$$(bash toolchain/build.sh --print-bin-dir)" $(PY) -m pytest -q
+	GPUPOOL_ACTIONLINT="$$(bash tools/build.sh --print-bin-dir)/actionlint" \
+	GPUPOOL_WAITFOR_EVAL="$$(bash tools/build.sh --print-waitfor)" GPUPOOL_TOOLCHAIN_BIN="$$(bash toolchain/build.sh --print-bin-dir)" $(PY) -m pytest -q
 
 # Fast loop while developing: no toolchain, end-to-end tests skipped.
 test-unit: setup

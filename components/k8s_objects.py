@@ -16,6 +16,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from gpupool.k8s import rollout
 from gpupool.k8s.manifests import Chart, Desired
 
 _CLASSES: dict[tuple[str, str, bool], Callable] = {
@@ -41,24 +42,32 @@ def _snake(name: str) -> str:
 # Pulumi-only inputs added to patch objects: gpupool's node labels win over another field manager's
 # (a node moving between pools must not conflict).
 PATCH_ANNOTATIONS = {"pulumi.com/patchForce": "true"}
-NO_WAIT = "jsonpath={.metadata.name}"  # holds as soon as the patch is applied
+
+
+def pulumi_only_annotations(obj: Desired) -> dict[str, str]:
+    """What the provider reads and the rendered YAML does not carry: patchForce on patches, the shared field
+    manager, and every node patch's wait (gpupool.k8s.rollout: its own apply observed, then its step's wait)."""
+    out: dict[str, str] = dict(PATCH_ANNOTATIONS) if obj.patch else {}
+    if obj.patch and obj.kind == "Node":
+        # The provider awaits the annotation as found on the live object, so every node patch sets its own
+        # (a node patch would otherwise wait for whatever another patch of the same node left there).
+        marker = rollout.node_patch_marker(obj.name, obj.manifest)
+        out[rollout.LAST_PATCH] = marker
+        out["pulumi.com/waitFor"] = rollout.node_patch_wait(marker, obj.wait_for)
+    elif obj.wait_for:
+        out["pulumi.com/waitFor"] = obj.wait_for
+    if obj.field_manager:
+        out["pulumi.com/patchFieldManager"] = obj.field_manager
+    return out
 
 
 def pulumi_inputs(obj: Desired) -> dict[str, Any]:
     """The manifest as registered: the rendered object plus the Pulumi-only annotations."""
-    if not obj.patch and not obj.wait_for and not obj.field_manager:
+    extra = pulumi_only_annotations(obj)
+    if not extra:
         return obj.manifest
     manifest = copy.deepcopy(obj.manifest)
-    annotations = manifest["metadata"].setdefault("annotations", {})
-    if obj.patch:
-        annotations.update(PATCH_ANNOTATIONS)
-    if obj.wait_for or (obj.patch and obj.kind == "Node"):
-        # The provider awaits the annotation as found on the live object, so a node patch would wait for
-        # whatever waitFor another patch of the same node left there: every node patch sets its own (the
-        # MIG rollout's waits, gpupool.k8s.rollout, or one that holds at once).
-        annotations["pulumi.com/waitFor"] = obj.wait_for or NO_WAIT
-    if obj.field_manager:
-        annotations["pulumi.com/patchFieldManager"] = obj.field_manager
+    manifest["metadata"].setdefault("annotations", {}).update(extra)
     return manifest
 
 
@@ -79,7 +88,8 @@ class Registry:
             t = f"{obj.timeout_seconds}s"
             timeouts = pulumi.CustomTimeouts(create=t, update=t)
         opts = pulumi.ResourceOptions(parent=parent, depends_on=self.depends(obj),
-                                      retain_on_delete=obj.retain_on_delete or None, custom_timeouts=timeouts)
+                                      retain_on_delete=obj.retain_on_delete or None, custom_timeouts=timeouts,
+                                      ignore_changes=list(obj.ignore_changes) or None)
         resource = cls(obj.name, opts=opts, **kwargs)
         self.resources[obj.name] = resource
         return resource

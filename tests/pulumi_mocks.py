@@ -32,6 +32,7 @@ class RecordingMonitor(pulumi.runtime.mocks.MockMonitor):
             "retainOnDelete": request.retainOnDelete if request.HasField("retainOnDelete") else None,
             "protect": request.protect if request.HasField("protect") else None,
             "dependencies": list(request.dependencies),
+            "ignoreChanges": list(request.ignoreChanges),
             "customTimeouts": ({"create": request.customTimeouts.create, "update": request.customTimeouts.update}
                                if request.HasField("customTimeouts") else None),
         }

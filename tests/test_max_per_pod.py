@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from gpupool.analysis import diff as diffmod, plan as planmod
+from gpupool.analysis import diff as diffmod
+from gpupool.analysis import plan as planmod
 from gpupool.k8s import admission, manifests
 from gpupool.model import platform as m
 from gpupool.present.plan import format_table

@@ -81,12 +81,10 @@ def test_render_is_exactly_what_is_registered(stack):
         assert obj.name in registered, f"{obj.name} rendered but not registered"
         inputs = json.loads(json.dumps(registered[obj.name].inputs))
         if obj.patch:
-            # Pulumi's own: patchForce on every patch, and the MIG rollout's waitFor where it waits.
-            from components.k8s_objects import NO_WAIT
-            wait = obj.wait_for or (NO_WAIT if obj.kind == "Node" else None)
-            pulumi_only = {**PATCH_ANNOTATIONS, **({"pulumi.com/waitFor": wait} if wait else {})}
-            if obj.field_manager:
-                pulumi_only["pulumi.com/patchFieldManager"] = obj.field_manager
+            # Pulumi's own: patchForce on every patch, every node patch's wait (tests/test_rollout*.py).
+            from components.k8s_objects import pulumi_only_annotations
+            pulumi_only = pulumi_only_annotations(obj)
+            assert PATCH_ANNOTATIONS.items() <= pulumi_only.items(), obj.name
             annotations = inputs["metadata"].pop("annotations")
             rest = {k: v for k, v in annotations.items() if k not in pulumi_only}
             assert {k: v for k, v in annotations.items() if k in pulumi_only} == pulumi_only, obj.name
@@ -167,6 +165,10 @@ def test_node_label_patches_are_retained_and_forced(stack):
     for patch in patches:
         assert monitor.requests[f"{patch.typ}::{patch.name}"]["retainOnDelete"] is True
         assert patch.inputs["metadata"]["annotations"]["pulumi.com/patchForce"] == "true"
+        ignored = list(monitor.requests[f"{patch.typ}::{patch.name}"].get("ignoreChanges") or [])
+        # What MIG Manager and uncordon change after the apply is not diffed: a later up must not re-apply it.
+        expected = {"_mig": ['metadata.labels["nvidia.com/mig.config.state"]'], "_cordon": ["spec.unschedulable"]}
+        assert ignored == next((v for k, v in expected.items() if patch.name.endswith(k)), []), patch.name
         if patch.name.endswith(("_cordon", "_mig", "_mig-check", "_uncordon")):
             continue  # a node's MIG rollout chain (tests/test_rollout.py)
         labels = patch.inputs["metadata"]["labels"]

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from gpupool.analysis import diff as diffmod, plan as planmod
+from gpupool.analysis import diff as diffmod
+from gpupool.analysis import plan as planmod
 from gpupool.k8s import manifests, rollout
 from gpupool.model import platform as m
 from gpupool.present.diff import _mig_lines
@@ -43,7 +44,7 @@ def test_each_node_is_cordoned_relabelled_checked_and_uncordoned_in_order():
     # The stale-success race: the new config and `pending` are written in the same apply.
     assert mig.manifest["metadata"]["labels"] == {"nvidia.com/mig.config": "a100-80gb-all-balanced",
                                                   "nvidia.com/mig.config.state": "pending"}
-    assert mig.wait_for == rollout.DONE
+    assert mig.wait_for == rollout.done("a100-80gb-all-balanced")
     assert mig.timeout_seconds == 600 and check.timeout_seconds == rollout.CHECK_TIMEOUT_SECONDS
     assert check.wait_for.endswith("=a100-80gb-all-balanced")
     # The timeout is a resource option, never an input: changing it must not re-apply `pending`.
@@ -75,7 +76,7 @@ def test_without_cordon_the_chain_is_relabel_and_check():
 
 
 def test_the_jsonpaths_avoid_what_the_provider_cannot_parse():
-    for expr in (rollout.DONE, rollout.check("cfg")):
+    for expr in (rollout.done("cfg"), rollout.check("cfg")):
         body = expr.removeprefix("jsonpath=")
         # The provider splits on "=" after protecting "==" and takes the first {...}: no "!=", no nested braces.
         assert "!=" not in body and body.count("{") == 1 and body.count("}") == 1

@@ -53,6 +53,9 @@ class Desired:
     timeout_seconds: int | None = None  # Pulumi customTimeouts (create/update) for its await
     wait_for: str | None = None  # Pulumi's pulumi.com/waitFor expression (added by the component layer)
     field_manager: str | None = None  # a shared server-side-apply field manager (pulumi.com/patchFieldManager)
+    # Paths (Pulumi property paths) written when applied and then changed by others (MIG Manager's state
+    # label): not diffed, so they are re-applied only with a change elsewhere in the object.
+    ignore_changes: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -419,17 +422,17 @@ def build(spec: m.Spec) -> Plan:
             plan.node_group_labels[pool.name] = labels
         comp = f"pool:{pool.name}"
         # MIG-capable named nodes get their mig.config label through the rolling chain (gpupool.k8s.rollout);
-        # the pool patch carries the other labels and comes after the chain (its pool label marks a node as
-        # no longer new).
+        # the pool patch carries the other labels and comes after the chain.
         chains = rollout.chain(pool, mig_by_pool[pool.name], ("mig-config",)) if pool.name in mig_by_pool else {}
         own = {k: v for k, v in labels.items() if not (chains and k == LABEL_MIG_CONFIG)}
         for node in pool.nodes:
-            for name, manifest, deps, timeout, wait_for in chains.get(node, ()):
-                manager = rollout.CORDON_MANAGER if name.endswith(("_cordon", "_uncordon")) else None
-                plan.objects.append(Desired(comp, name, manifest, patch=True, retain_on_delete=True,
-                                            depends_on=deps, timeout_seconds=timeout, wait_for=wait_for,
-                                            field_manager=manager))
-            after = (chains[node][-1][0],) if node in chains else ()
+            for step in chains.get(node, ()):
+                manager = rollout.CORDON_MANAGER if step.name.endswith(("_cordon", "_uncordon")) else None
+                plan.objects.append(Desired(comp, step.name, step.manifest, patch=True, retain_on_delete=True,
+                                            depends_on=step.depends_on, timeout_seconds=step.timeout_seconds,
+                                            wait_for=step.wait_for, field_manager=manager,
+                                            ignore_changes=step.ignore_changes))
+            after = (chains[node][-1].name,) if node in chains else ()
             plan.objects.append(Desired(comp, node_patch_name(pool, node), {
                 # Plain labels; the component layer adds Pulumi's patchForce (components/k8s_objects.py).
                 "apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": own}},

@@ -10,22 +10,26 @@ node of a MIG-capable pool gpupool registers, in this order:
 2. `<node>-mig`: the `nvidia.com/mig.config` label and, in the same server-side apply, `mig.config.state:
    pending`. Writing pending together with the new config closes the stale-success race: the previous
    layout's `success` is gone before anything waits (observed on this toolchain: without it the wait passed
-   on the old `success` in 1.4 s). `pulumi.com/waitFor` (DONE below) then waits until the state is success or
+   on the old `success` in 1.4 s). `pulumi.com/waitFor` (`done()` below) then waits until the state is success or
    failed. The wait runs only when this patch changes, that is when the node's config changes.
-3. `<node>-mig-check`: an annotation recording the config, with a waitFor (CHECK below) that passes on success
-   and errors on anything else; a failed node therefore stops the rollout within seconds, naming the node
-   (resource name) and its state (the error quotes its labels), and stays cordoned.
+3. `<node>-mig-check`: the label `gpupool.dev/mig-config-checked` recording the config, with a waitFor
+   (CHECK below) that passes on success and errors on failed; a failed node therefore stops the rollout
+   within seconds, naming the node (resource name) and its state (the error quotes its labels), and stays
+   cordoned.
 4. `<node>-uncordon` (rollout.cordon): the cordon's field manager applying without `spec.unschedulable`
    (which releases and so removes it), and an annotation naming the config (so
    that, like every step, it changes, and runs again, exactly when the node's config changes).
 
-waitFor treats `failed` as "not yet", so DONE accepts both outcomes and CHECK turns failed into an error.
+waitFor treats `failed` as "not yet", so `done()` accepts both outcomes and CHECK turns failed into an error.
 
 At most `maxUnavailable` nodes are in that chain at once: nodes are taken in spec order in waves of that size,
 and every step 1 of a wave depends on the last step of every node of the previous wave. A node whose config does
-not change has no changed patch, so it passes at once; so does a new node: one that does not carry gpupool's
-`gpupool.dev/pool` label yet (it has no workloads). That label is written by the node's pool patch, which
-therefore comes after the chain.
+not change has no changed patch, so it passes at once. A chain that is *created* (first up, a new node, a
+fresh stack adopting labelled nodes) cannot see the label value its apply replaced, so `done()` does not wait when
+the node's `mig-config-checked` record is missing (a node gpupool never rolled: new, or labelled by a gpupool
+without rollouts) or already equals the config (nothing changes; MIG Manager, which answers only a changed
+label, would never answer). In those cases the `pending` written by step 2 stays until MIG Manager next
+reconfigures the node; the GPU Operator itself never reads the state label (checked in its source).
 
 Timeouts are Pulumi customTimeouts, not the `pulumi.com/timeoutSeconds` annotation: an annotation is an input,
 and changing it would re-apply the patch (and its pending state) without a config change, which MIG Manager
@@ -33,15 +37,21 @@ would never answer.
 """
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+import json
+from typing import Any, NamedTuple
 
 from gpupool.model import platform as m
 
 LABEL_STATE = "nvidia.com/mig.config.state"
 LABEL_MIG_CONFIG = "nvidia.com/mig.config"
 LABEL_POOL = "gpupool.dev/pool"
+# gpupool's own record on the node: the config its last check looked at (written by the check step, after the
+# wait for MIG Manager). It is what tells "this config is already there" from "this config is new" when a
+# chain is *created* rather than updated: a fresh stack adopting labelled nodes, or state recovered after a
+# loss. A wait only runs when a patch is applied, and an applied patch cannot see the value it replaced.
+LABEL_CHECKED = "gpupool.dev/mig-config-checked"
 ANNOTATION_TARGET = "gpupool.dev/mig-config-target"  # on the cordon patch: the config this cordon is for
-ANNOTATION_CHECKED = "gpupool.dev/mig-config-checked"  # on the check patch: the config MIG Manager reported
 ANNOTATION_APPLIED = "gpupool.dev/mig-config-applied"  # on the uncordon patch: the rollout of this config is done
 CHECK_TIMEOUT_SECONDS = 10
 # Cordon and uncordon apply as one field manager: uncordon is that manager applying without
@@ -49,19 +59,61 @@ CHECK_TIMEOUT_SECONDS = 10
 # does not take the field over (false is the omitted default): the node stayed cordoned (e2e).
 CORDON_MANAGER = "gpupool-rollout-cordon"
 
-_EXISTING = f"@['{LABEL_POOL}']"  # a node gpupool already manages (new nodes lack the label)
 _STATE = f"@['{LABEL_STATE}']"
-# On the labels map (the only member of metadata carrying the mig.config key): done either way, or a new node.
-DONE = (f"jsonpath={{.metadata[?@['{LABEL_MIG_CONFIG}'] && ({_STATE} == 'success' || {_STATE} == 'failed' "
-        f"|| !{_EXISTING})]}}")
+_CHECKED = f"@['{LABEL_CHECKED}']"
+# The node's config is already the one gpupool checked last: re-applying it is no change (MIG Manager reacts to
+# a *changed* label only, so waiting for it would wait forever).
+_ALREADY = f"{_CHECKED} == @['{LABEL_MIG_CONFIG}']"
+
+
+def done(config: str) -> str:
+    """waitFor for step 2, on the labels map (the only member of metadata carrying the mig.config key): the
+    node carries `config` and is done either way, or gpupool never checked it (new, or labelled by a gpupool
+    without rollouts: nothing to tell a change by), or nothing changes.
+
+    `config` must be in the condition: the provider evaluates it on the last object its (shared) informer
+    delivered, and a Node's generation does not move on label changes, so an event older than this very
+    apply is accepted too (seen in e2e: a node whose previous `success` was observed after the relabel passed
+    in 0.14 s). Such an object still has the old config."""
+    return (f"jsonpath={{.metadata[?@['{LABEL_MIG_CONFIG}'] == '{config}' && ({_STATE} == 'success' "
+            f"|| {_STATE} == 'failed' || !{_CHECKED} || {_ALREADY})]}}")
 
 
 def check(config: str) -> str:
-    """waitFor for step 3. A descendant query over metadata: its first result is the labels map when an existing
-    node is not in success (a map compared with a value is an error that quotes it: node and state), otherwise
-    the annotation this very patch writes, which equals `config`. ("!=" is avoided: the provider splits on "=")."""
-    return (f"jsonpath={{.metadata..[?@['{LABEL_MIG_CONFIG}'] && {_EXISTING} && !({_STATE} == 'success'), "
-            f"'{ANNOTATION_CHECKED}']}}={config}")
+    """waitFor for step 3. This patch writes LABEL_CHECKED first, so here only the state matters: after `done()` it
+    is success or failed for a real change, and pending where `done()` did not wait (nothing was changed; our own
+    `pending` stays until MIG Manager next reconfigures). A descendant query over metadata: its first result is
+    the labels map when the state is neither (a map compared with a value is an error that quotes it: node and
+    state), otherwise the label this very patch writes, which equals `config`. ("!=" is avoided: the provider
+    splits on "=")."""
+    # `checked == config` in the filter: an informer event older than this apply (see done()) is not an error.
+    # The comparison comes first: theory/jsonpath v0.9.0 (the provider's) fails to parse `@[a] && @[b] == 'v' && c`.
+    return (f"jsonpath={{.metadata..[?{_CHECKED} == '{config}' && @['{LABEL_MIG_CONFIG}'] "
+            f"&& !({_STATE} == 'success' || {_STATE} == 'pending'), '{LABEL_CHECKED}']}}={config}")
+
+
+# Every gpupool node patch writes its own marker here and first waits to observe it. The provider evaluates a
+# wait on, and returns as the patch's outputs, the last object its informer delivered; for a Node that can be
+# older than the apply (a Node's generation does not move on label changes, so the provider's staleness check
+# lets it through). Outputs older than the apply made the next `up` diff and re-apply unchanged patches: a
+# re-cordon of a node nothing was rolling (seen in e2e).
+LAST_PATCH = "gpupool.dev/last-patch"
+
+
+def node_patch_marker(name: str, manifest: dict[str, Any]) -> str:
+    """The patch's name and a digest of what it writes: unique per patch and per content, so an object from
+    before this apply (written by another patch, or by this one with other content) never carries it."""
+    digest = hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()[:12]
+    return f"{name}.{digest}"
+
+
+def node_patch_wait(marker: str, wait_for: str | None) -> str:
+    """The `pulumi.com/waitFor` of a node patch: a JSON array (all must hold) of its own apply observed, then
+    the step's own wait, if any."""
+    conditions = [f"jsonpath={{.metadata.annotations['{LAST_PATCH}']}}={marker}"]
+    if wait_for:
+        conditions.append(wait_for)
+    return json.dumps(conditions)
 
 
 def waves(pool: m.NodePool, nodes: tuple[str, ...] | None = None) -> list[tuple[str, ...]]:
@@ -103,7 +155,21 @@ def node_manifest(node: str, *, labels: dict | None = None, annotations: dict | 
     return manifest
 
 
-Step = tuple  # (pulumi name, manifest, depends_on, timeout seconds | None, waitFor expression | None)
+class Step(NamedTuple):
+    name: str  # Pulumi name
+    manifest: dict[str, Any]
+    depends_on: tuple[str, ...]
+    timeout_seconds: int | None = None
+    wait_for: str | None = None  # Pulumi's waitFor expression
+    # Fields this step writes that others then change: MIG Manager moves the state on from our `pending`, and
+    # uncordon releases `unschedulable`. Pulumi diffs a patch against the object as its apply last saw it
+    # (the state as the wait ended: success), so without this every later `up` would re-apply `pending`
+    # for an unchanged config, and MIG Manager would never answer it (seen in e2e: every rerun did).
+    ignore_changes: tuple[str, ...] = ()
+
+
+IGNORE_STATE = f'metadata.labels["{LABEL_STATE}"]'
+IGNORE_CORDON = "spec.unschedulable"
 
 
 def chain(pool: m.NodePool, config: str, after: tuple[str, ...]) -> dict[str, list[Step]]:
@@ -119,17 +185,18 @@ def chain(pool: m.NodePool, config: str, after: tuple[str, ...]) -> dict[str, li
             steps: list[Step] = []
             deps = previous
             if "cordon" in n:
-                steps.append((n["cordon"], node_manifest(node, annotations={ANNOTATION_TARGET: config},
-                                                         unschedulable=True), deps, None, None))
+                steps.append(Step(n["cordon"], node_manifest(node, annotations={ANNOTATION_TARGET: config},
+                                                             unschedulable=True), deps,
+                                  ignore_changes=(IGNORE_CORDON,)))
                 deps = (n["cordon"],)
-            steps.append((n["mig"], node_manifest(node, labels={LABEL_MIG_CONFIG: config, LABEL_STATE: "pending"}),
-                          deps, pool.rollout.node_timeout_seconds, DONE))
-            steps.append((n["check"], node_manifest(node, annotations={ANNOTATION_CHECKED: config}),
-                          (n["mig"],), CHECK_TIMEOUT_SECONDS, check(config)))
+            steps.append(Step(n["mig"], node_manifest(node, labels={LABEL_MIG_CONFIG: config, LABEL_STATE: "pending"}),
+                              deps, pool.rollout.node_timeout_seconds, done(config), (IGNORE_STATE,)))
+            steps.append(Step(n["check"], node_manifest(node, labels={LABEL_CHECKED: config}),
+                              (n["mig"],), CHECK_TIMEOUT_SECONDS, check(config)))
             if "uncordon" in n:
-                steps.append((n["uncordon"], node_manifest(node, annotations={ANNOTATION_APPLIED: config}),
-                              (n["check"],), None, None))
+                steps.append(Step(n["uncordon"], node_manifest(node, annotations={ANNOTATION_APPLIED: config}),
+                                  (n["check"],)))
             out[node] = steps
-            ends.append(steps[-1][0])
+            ends.append(steps[-1].name)
         previous = tuple(ends)
     return out

@@ -1,7 +1,7 @@
 """GP70x: per-pod GPU maximums (tenant and tier `maxPerPod`), checked before any policy reaches a cluster."""
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from gpupool.model import platform as m
 from gpupool.rules.registry import Context, rule
@@ -28,6 +28,8 @@ def _tier_paths(ctx: Context) -> dict[str, tuple]:
 def _declared(ctx: Context) -> Iterator[tuple[tuple, str, int]]:
     """(path of the maxPerPod entry, resource, maximum) for every tier and tenant that declares one."""
     spec = ctx.spec
+    if spec is None:  # callers return early without a model; this keeps the type checker informed
+        return
     tiers, tenants = _tier_paths(ctx), _tenant_paths(ctx)
     for tier in spec.tiers:
         for resource, limit in tier.max_per_pod.items():

@@ -55,7 +55,7 @@ class MigManagerSim:
         self._thread = threading.Thread(target=self._run, name="mig-manager-sim", daemon=True)
 
     # -- control ---------------------------------------------------------------------------------
-    def __enter__(self) -> "MigManagerSim":
+    def __enter__(self) -> MigManagerSim:
         self.start()
         return self
 
@@ -64,8 +64,12 @@ class MigManagerSim:
 
     def start(self) -> None:
         for node in self.nodes:  # what is already there is not a change (MIG Manager applied it long ago)
-            labels = self._node(node)[0]
+            labels, unschedulable = self._node(node)
             self._last_config[node] = labels.get(MIG_CONFIG)
+            # The initial sample, logged before start() returns: `timeline(now())` holds only what came after.
+            self._seen[node] = (labels.get(MIG_CONFIG), labels.get(STATE), unschedulable)
+            self._log(node, f"config={self._seen[node][0]}")
+            self._log(node, f"state={self._seen[node][1]}")
         self._thread.start()
 
     def stop(self) -> None:

@@ -67,6 +67,12 @@ def _message(obj) -> str:
 
 
 @pytest.fixture(scope="module")
+def control_plane(private_control_plane):
+    """Its own API server: other modules' stacks leave retained objects (PriorityClasses, nodes) behind."""
+    return private_control_plane
+
+
+@pytest.fixture(scope="module")
 def stack(control_plane, toolchain_bin, tmp_path_factory):
     for node in ("adm-h100-1", "adm-h100-2"):
         control_plane.create_gpu_node(node, {GPU: "8"})
@@ -118,6 +124,7 @@ def over(n: int, resource: str = GPU, limit: int = 2, what: str = "this pod") ->
 
 def test_the_policy_and_binding_are_registered(stack, control_plane):
     policy = control_plane.get_json("validatingadmissionpolicy", POLICY)
+    assert policy["spec"]["failurePolicy"] == "Fail" and policy["spec"]["validations"], policy["spec"]
     binding = control_plane.get_json("validatingadmissionpolicybinding", POLICY)
     assert binding["spec"]["policyName"] == POLICY and binding["spec"]["validationActions"] == ["Deny"]
     assert binding["spec"]["matchResources"]["namespaceSelector"]["matchLabels"] == \

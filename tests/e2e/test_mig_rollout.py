@@ -3,7 +3,9 @@
 A 4-node MIG pool with `rollout: {maxUnavailable: 2}`. The tests run in order on one stack: the first `up`
 (new nodes: no wait, no MIG Manager running at all), a re-layout (waves of 2, each node waiting for success,
 with a slow simulator so a stale `success` could not be mistaken for the new one), a re-layout where one node
-fails (the rollout stops, later nodes keep their old label), and the rerun after the fix (it continues).
+fails (the rollout stops, later nodes keep their old label), the rerun after the fix (it continues), an
+unchanged layout, and fresh stacks adopting the nodes (after a destroy, and as after an upgrade from a gpupool
+without rollouts), where nothing waits.
 Set GPUPOOL_E2E_REPORT_DIR=DIR to have the timelines written there as JSON.
 """
 from __future__ import annotations
@@ -44,6 +46,12 @@ SPEC = textwrap.dedent(f"""\
       - {{name: team-r, tier: batch, gpus: {{nvidia.com/mig-1g.10gb: 4}}, owners: [team-r]}}
     """)
 REPORT: dict = {}
+
+
+@pytest.fixture(scope="module")
+def control_plane(private_control_plane):
+    """Its own API server: other modules' stacks leave retained objects (PriorityClasses, nodes) behind."""
+    return private_control_plane
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +114,7 @@ def test_a_relayout_rolls_in_waves_and_each_node_waits_for_its_own_success(stack
     cordoned = {n: sim.first(n, "cordoned", t0) for n in NODES}
     for n in NODES:
         assert None not in (changed[n], success[n], uncordoned[n], cordoned[n]), (n, sim.timeline(t0))
-        assert cordoned[n] <= changed[n] <= success[n] <= uncordoned[n], (n, sim.timeline(t0))
+        assert cordoned[n] <= changed[n] <= success[n] <= uncordoned[n], (n, "\n".join(map(str, sim.timeline(t0))))
         # The stale-success race: MIG Manager writes pending only PENDING_DELAY after the relabel; had the wait
         # passed on the previous layout's success, the node would have been uncordoned before that.
         assert uncordoned[n] - changed[n] >= PENDING_DELAY + APPLY_DELAY - 0.3, (n, sim.timeline(t0))
@@ -118,7 +126,7 @@ def test_a_relayout_rolls_in_waves_and_each_node_waits_for_its_own_success(stack
         assert labels[MIG_CONFIG] == new and labels[STATE] == "success" and not _cordoned(cp, n)
 
 
-def test_a_failed_node_stops_the_rollout_and_the_later_waves_keep_their_label(stack, control_plane):
+def test_a_failed_node_stops_the_rollout_and_a_rerun_after_the_fix_continues(stack, control_plane):
     cp = control_plane
     old, new = "a100-80gb-all-1g.10gb", "a100-80gb-all-balanced"
     with MigManagerSim(cp, NODES, pending_delay=0.5, apply_delay=1.0, fail={"roll-2"}) as sim:
@@ -138,6 +146,64 @@ def test_a_failed_node_stops_the_rollout_and_the_later_waves_keep_their_label(st
         for n in ("roll-3", "roll-4"):
             assert _labels(cp, n)[MIG_CONFIG] == old and not _cordoned(cp, n), n
             assert sim.first(n, "cordoned", t0) is None, n
-    _record("failure", sim, t0)
-    # Not covered here: the rerun after the fix (restart MIG Manager on roll-2, `pulumi up` again) did not
-    # continue the rollout in the session's run; see the closing note of issue 13.
+        # The fix: whatever broke roll-2 is repaired and its MIG Manager restarted (it re-applies the label).
+        sim.fail.clear()
+        sim.restart("roll-2")
+        cp.wait_for(lambda: _labels(cp, "roll-2")[STATE] == "success", timeout=30, what="roll-2 success")
+        t1 = sim.now()
+        assert stack.up().summary.result == "succeeded"
+        time.sleep(0.5)
+    _record("failure-and-rerun", sim, t0)
+    for n in NODES:
+        labels = _labels(cp, n)
+        assert labels[MIG_CONFIG] == new and labels[STATE] == "success" and not _cordoned(cp, n), n
+    # The rerun went on from roll-2 (uncordoned now) to the next wave, and left roll-1 alone.
+    assert sim.first("roll-2", "uncordoned", t1) is not None
+    assert sim.first("roll-1", "cordoned", t1) is None and sim.first("roll-1", f"config={new}", t1) is None
+    for n in ("roll-3", "roll-4"):
+        assert sim.first(n, f"config={new}", t1) >= sim.first("roll-2", "uncordoned", t1), sim.timeline(t1)
+
+
+def test_an_unchanged_layout_neither_waits_nor_touches_a_node(stack, control_plane):
+    with MigManagerSim(control_plane, NODES) as sim:
+        t0 = sim.now()
+        ops = stack.preview_ops()
+        changed = {urn.split("::")[-1]: op for urn, op in ops.items() if op != "same"}
+        assert not changed, changed
+        assert stack.up().summary.result == "succeeded"
+    assert not sim.timeline(t0), sim.timeline(t0)
+
+
+def test_a_fresh_stack_adopting_the_nodes_neither_waits_nor_relabels(stack, control_plane):
+    """State lost, or `pulumi destroy` (node patches are retained) and `up` again: every chain is *created*, and
+    a created patch cannot see the value it replaced. The nodes' `mig-config-checked` record says the config is
+    the one gpupool last checked, so nothing waits for a MIG Manager that would never answer."""
+    cp = control_plane
+    before = {n: _labels(cp, n)[MIG_CONFIG] for n in NODES}
+    stack.stack.destroy(on_output=lambda _: None, color="never")
+    with MigManagerSim(cp, NODES) as sim:
+        t0 = sim.now()
+        assert stack.up().summary.result == "succeeded"
+        took = sim.now() - t0
+    assert took < 60, f"the adopting up took {took:.0f}s: it must not wait"
+    assert not [e for e in sim.timeline(t0) if e.what.startswith("config=")], sim.timeline(t0)
+    for n in NODES:
+        labels = _labels(cp, n)
+        assert labels[MIG_CONFIG] == before[n] and labels["gpupool.dev/mig-config-checked"] == before[n]
+        assert not _cordoned(cp, n), n
+
+
+def test_nodes_labelled_by_a_gpupool_without_rollouts_are_adopted_without_waiting(stack, control_plane):
+    """The upgrade: nodes carry gpupool's labels but no `mig-config-checked` record (nothing to tell a change by)."""
+    cp = control_plane
+    stack.stack.destroy(on_output=lambda _: None, color="never")
+    for n in NODES:
+        cp.api("PATCH", f"/api/v1/nodes/{n}", {"metadata": {"labels": {"gpupool.dev/mig-config-checked": None}}},
+               content_type="application/merge-patch+json")
+    with MigManagerSim(cp, NODES) as sim:
+        t0 = sim.now()
+        assert stack.up().summary.result == "succeeded"
+        took = sim.now() - t0
+    assert took < 60, f"the upgrade's first up took {took:.0f}s: it must not wait"
+    assert not [e for e in sim.timeline(t0) if e.what.startswith("config=")], sim.timeline(t0)
+    assert all("gpupool.dev/mig-config-checked" in _labels(cp, n) for n in NODES)

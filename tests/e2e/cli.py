@@ -27,7 +27,7 @@ _NOT_COPIED = shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.egg-info
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 MANAGED = "app.kubernetes.io/managed-by=gpupool"
 MANAGED_KINDS = ("namespaces,resourcequotas,limitranges,rolebindings,configmaps,daemonsets,"
-                 "priorityclasses,clusterroles")
+                 "priorityclasses,clusterroles,validatingadmissionpolicies,validatingadmissionpolicybindings")
 
 
 def provider_version() -> str:

@@ -107,7 +107,7 @@ class MigManagerSim:
 
     def _log(self, node: str, what: str) -> None:
         with self._lock:
-            self.events.append(Event(round(self.now(), 2), node, what))
+            self.events.append(Event(self.now(), node, what))
 
     def _schedule(self, node: str, config: str | None) -> None:
         now = self.now()

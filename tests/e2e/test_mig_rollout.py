@@ -19,6 +19,9 @@ from pathlib import Path
 import pytest
 from pulumi import automation as auto
 
+from gpupool.analysis import plan
+from gpupool.rules.engine import load_valid_spec
+
 from .mig_manager_sim import MIG_CONFIG, STATE, MigManagerSim
 from .stack import E2EStack
 
@@ -118,8 +121,11 @@ def test_a_relayout_rolls_in_waves_and_each_node_waits_for_its_own_success(stack
         # The stale-success race: MIG Manager writes pending only PENDING_DELAY after the relabel; had the wait
         # passed on the previous layout's success, the node would have been uncordoned before that.
         assert uncordoned[n] - changed[n] >= PENDING_DELAY + APPLY_DELAY - 0.3, (n, sim.timeline(t0))
-    # The plan's order: roll-1, roll-2, then roll-3, roll-4, each wave after the previous one succeeded.
-    first_wave, second_wave = NODES[:AT_ONCE], NODES[AT_ONCE:]
+    # The order `gpupool plan` prints: each wave relabelled after every node of the previous one succeeded.
+    (rollout,) = plan.compute(load_valid_spec(stack.work / "spec.yaml")).rollouts
+    assert rollout.at_once == AT_ONCE and len(rollout.waves) == 2, rollout
+    first_wave, second_wave = rollout.waves
+    assert set(first_wave) | set(second_wave) == set(NODES)
     assert min(changed[n] for n in second_wave) >= max(success[n] for n in first_wave), sim.timeline(t0)
     for n in NODES:
         labels = _labels(cp, n)
@@ -206,4 +212,6 @@ def test_nodes_labelled_by_a_gpupool_without_rollouts_are_adopted_without_waitin
         took = sim.now() - t0
     assert took < 60, f"the upgrade's first up took {took:.0f}s: it must not wait"
     assert not [e for e in sim.timeline(t0) if e.what.startswith("config=")], sim.timeline(t0)
+    # A created chain still cordons each node in its turn (it cannot know nothing changes), and uncordons it.
+    assert not any(_cordoned(cp, n) for n in NODES)
     assert all("gpupool.dev/mig-config-checked" in _labels(cp, n) for n in NODES)

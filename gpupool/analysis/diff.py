@@ -210,6 +210,7 @@ def tenant_changes(base: m.Spec | None, head: m.Spec | None) -> list[TenantChang
     for name in sorted(set(before) | set(after)):
         b, a = before.get(name), after.get(name)
         if b is None:
+            assert a is not None  # every name comes from one side or the other
             quotas = tuple(QuotaDelta(r, 0, n) for r, n in sorted(_effective(a).items()))
             out.append(TenantChange(name, "added", quotas, tier=a.tier, cost_center=a.cost_center,
                                     offboarded=a.offboarded))
@@ -241,6 +242,7 @@ def tenant_changes(base: m.Spec | None, head: m.Spec | None) -> list[TenantChang
                 details.append("container defaults changed")
             if dict(b.labels) != dict(a.labels):
                 details.append("namespace labels changed")
+            assert base is not None and head is not None  # b and a are tenants of these
             mb, ma = base.max_per_pod(b), head.max_per_pod(a)
             if mb != ma:
                 details.append("max per pod " + ", ".join(
@@ -260,8 +262,9 @@ def headroom_changes(base_plan: planmod.CapacityPlan | None, head_plan: planmod.
     out = []
     for name in sorted(set(b) | set(a)):
         rb, ra = b.get(name), a.get(name)
-        out.append(Headroom(name, rb and rb.capacity, ra and ra.capacity, rb and rb.granted, ra and ra.granted,
-                            rb and rb.headroom, ra and ra.headroom))
+        out.append(Headroom(name, rb.capacity if rb else None, ra.capacity if ra else None,
+                            rb.granted if rb else None, ra.granted if ra else None,
+                            rb.headroom if rb else None, ra.headroom if ra else None))
     return out
 
 
@@ -457,7 +460,7 @@ def _object_name(manifest: dict) -> str:
     return f"{meta['namespace']}/{meta.get('name', '')}" if meta.get("namespace") else meta.get("name", "")
 
 
-def object_changes(base_objects: list, head_objects: list) -> list[ObjectChange]:
+def object_changes(base_objects: list[manifests.Desired], head_objects: list[manifests.Desired]) -> list[ObjectChange]:
     objs_b = {render.file_name(o): o for o in base_objects}
     objs_a = {render.file_name(o): o for o in head_objects}
     # A rendered file is its header (component, patch, retain flags) plus the dumped manifest, and the dump is
@@ -469,6 +472,7 @@ def object_changes(base_objects: list, head_objects: list) -> list[ObjectChange]
     for name in sorted(set(objs_b) | set(objs_a)):
         ob, oa = objs_b.get(name), objs_a.get(name)
         if oa is None:
+            assert ob is not None  # every name comes from one side or the other
             out.append(ObjectChange(name, "removed", ob.kind, _object_name(ob.manifest), retained=ob.retain_on_delete,
                                     patch=ob.patch))
         elif ob is None:

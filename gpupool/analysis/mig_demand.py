@@ -12,8 +12,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from gpupool.model import platform as m
+
+if TYPE_CHECKING:
+    from gpupool.gpu.mig import GpuModel
 
 
 class SpecModeError(Exception):
@@ -23,7 +27,7 @@ class SpecModeError(Exception):
 @dataclass
 class DerivedDemand:
     pool: m.NodePool
-    model: object  # gpupool.gpu.mig.GpuModel
+    model: GpuModel
     demand: dict[str, int] = field(default_factory=dict)  # MIG profile -> instances
     whole_gpus: int = 0  # nvidia.com/gpu granted on this pool's MIG-disabled GPUs
     # (advertised resource, total granted, this pool's share in advertised units, physical units needed)

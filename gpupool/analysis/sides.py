@@ -5,6 +5,11 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpupool.model import platform as m
+    from gpupool.spec.diagnostics import Diagnostic
 
 # Raw spec sections whose items the model keeps by name; an item missing from the model is a gap.
 _SECTIONS = (("tenants", "tenants"), ("tiers", "tiers"), ("nodePools", "pools"))
@@ -88,8 +93,8 @@ class Side:
     exists: bool = True
     valid: bool = False
     partial: bool = False  # spec is a best-effort model of an invalid file
-    spec: object = None
-    diagnostics: list = field(default_factory=list)
+    spec: m.Spec | None = None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
     prefix: str = ""  # prepended to diagnostic file names (e.g. "origin/main:")
     gaps: Gaps = field(default_factory=Gaps)
 
@@ -101,7 +106,7 @@ class Side:
         return sum(d.is_error for d in self.diagnostics)
 
     @property
-    def error_diagnostics(self) -> list:
+    def error_diagnostics(self) -> list[Diagnostic]:
         return [d for d in self.diagnostics if d.is_error]
 
     @property
@@ -117,8 +122,10 @@ def move_paths(side: Side, materialised_dir: str, real_dir: str) -> None:
     from dataclasses import replace
 
     spec = side.spec
-    op = spec.cluster.operator if spec is not None else None
-    if op is None or not op.chart_path or not op.chart_path.startswith(materialised_dir.rstrip("/") + "/"):
+    if spec is None:
+        return
+    op = spec.cluster.operator
+    if not op.chart_path or not op.chart_path.startswith(materialised_dir.rstrip("/") + "/"):
         return
     moved = real_dir.rstrip("/") + op.chart_path[len(materialised_dir.rstrip("/")):]
     side.spec = replace(spec, cluster=replace(spec.cluster, operator=replace(op, chart_path=moved)))

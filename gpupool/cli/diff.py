@@ -115,12 +115,11 @@ def run(args) -> int:
         full_name = args.full_output and Path(args.full_output).name
         limit = args.max_chars or present.GITHUB_COMMENT_LIMIT
         text = present.format_markdown(base, head, result, ok, limit=limit, preview=preview, full_output=full_name)
-        full = present.format_markdown(base, head, result, ok, limit=None, preview=preview) \
-            if args.full_output else None
     else:
         text = present.FORMATTERS[args.output](base, head, result, ok)
-        full = text
     if args.full_output:
+        full = present.format_markdown(base, head, result, ok, limit=None, preview=preview) \
+            if args.output == "markdown" else text
         try:
             Path(args.full_output).write_text(full, encoding="utf-8")
         except OSError as exc:

@@ -183,12 +183,14 @@ def _solve(cols: list[tuple[int, ...]], need: tuple[int, ...], time_limit: float
     """min sum(x) s.t. cols^T x >= need, x integer >= 0, with HiGHS; x is returned as exact integers.
 
     `highspy._Highs` is the plain solver binding: the `highspy.Highs` wrapper installs Python callbacks whose
-    set-up prints a banner to the C stdout, which would corrupt our output."""
+    set-up prints a banner to the C stdout, which would corrupt our output. (Imported from `highspy._core`,
+    where it is defined: highspy's own `__init__.pyi` leaves it out.)"""
     import highspy
     import numpy as np
+    from highspy._core import _Highs
 
     n, m = len(cols), len(need)
-    h = highspy._Highs()
+    h = _Highs()
     for option, value in (("output_flag", False), ("threads", 1), ("mip_rel_gap", 0.0),
                           ("mip_abs_gap", 0.5), ("time_limit", float(time_limit)), ("random_seed", 0)):
         h.setOptionValue(option, value)
@@ -199,17 +201,17 @@ def _solve(cols: list[tuple[int, ...]], need: tuple[int, ...], time_limit: float
     lp.col_upper_ = np.full(n, highspy.kHighsInf)
     lp.row_lower_ = np.array(need, dtype=float)
     lp.row_upper_ = np.full(m, highspy.kHighsInf)
-    start, index, value = [0], [], []
+    start, index, coef = [0], [], []
     for col in cols:
         for i, v in enumerate(col):
             if v:
                 index.append(i)
-                value.append(float(v))
+                coef.append(float(v))
         start.append(len(index))
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.start_ = np.array(start, dtype=np.int32)
     lp.a_matrix_.index_ = np.array(index, dtype=np.int32)
-    lp.a_matrix_.value_ = np.array(value)
+    lp.a_matrix_.value_ = np.array(coef)
     lp.integrality_ = [highspy.HighsVarType.kInteger] * n
     h.passModel(lp)
     t = time.perf_counter()

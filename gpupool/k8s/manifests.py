@@ -12,7 +12,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -96,8 +96,8 @@ class Chart:
 class Plan:
     """Everything one stack wants, in registration order."""
 
+    chart: Chart  # the GPU Operator release (see Chart)
     objects: list[Desired] = field(default_factory=list)
-    chart: Chart | None = None  # the GPU Operator release (see Chart)
     # pool name -> labels a selector-based node group must carry (gpupool cannot patch nodes it cannot name)
     node_group_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     pool_configs: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -114,13 +114,20 @@ def dump_yaml(data: Any) -> str:
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
 
 
-def _str_representer(dumper: yaml.BaseDumper, text: str):
+def _str_representer(dumper: _Dumper, text: str) -> yaml.ScalarNode:
     style = "|" if "\n" in text else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
 
 
 # libyaml's emitter is ~10x faster than PyYAML's own (rendering a 1,000-tenant stack is mostly this call).
-class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
+# PyYAML built without libyaml has no CSafeDumper; mypy checks against SafeDumper (same representer API).
+if TYPE_CHECKING:
+    _BaseDumper = yaml.SafeDumper
+else:
+    _BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_BaseDumper):
     def ignore_aliases(self, data):
         return True
 
@@ -181,7 +188,9 @@ def node_patch_name(pool: m.NodePool, node: str) -> str:
 def gpu_ranges(indices: Iterable[int]) -> str:
     """[0, 1, 2, 5] -> "0-2+5": compact, and valid inside a label value."""
     items = sorted(indices)
-    out, start, prev = [], None, None
+    out: list[str] = []
+    start: int | None = None
+    prev = 0  # read only once start is set
     for i in items:
         if start is None:
             start = prev = i
@@ -288,7 +297,7 @@ def operator_values(spec: m.Spec, mig_hash: str, plugin_hash: str) -> dict[str, 
             "migManager": {HASH_ENV_MIG: mig_hash, **({"WITH_REBOOT": "true"} if op.mig_reboot else {})}}
     env = {}
     for operand, extra in ours.items():
-        section = user.get(operand) if isinstance(user.get(operand), dict) else {}
+        section = found if isinstance(found := user.get(operand), dict) else {}
         base = section.pop("env", None)
         env[operand] = _operand_env(base if isinstance(base, list) else [], extra)
     values = {
@@ -391,13 +400,14 @@ def max_per_pod_objects(spec: m.Spec, tenant: m.Tenant) -> list[Desired]:
 # -- The whole stack ----------------------------------------------------------------------------
 
 def build(spec: m.Spec) -> Plan:
-    plan = Plan()
     op = spec.cluster.operator
     opns = op.namespace
     mig_text, mig_by_pool = mig_config(spec)
     plugin_data, plugin_by_pool = device_plugin_config(spec)
     mig_hash = content_hash(mig_text)
     plugin_hash = content_hash(dump_yaml(plugin_data))
+    plan = Plan(operator_chart(spec, operator_values(spec, mig_hash, plugin_hash),
+                               depends_on=("gpu-operator-ns", "mig-config", "device-plugin-config")))
     plan.objects.append(Desired("operator", "gpu-operator-ns", {
         "apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": opns, "labels": {**MANAGED_BY, "pod-security.kubernetes.io/enforce": "privileged"}}}))
@@ -409,8 +419,6 @@ def build(spec: m.Spec) -> Plan:
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": PLUGIN_CONFIGMAP, "namespace": opns, "labels": dict(MANAGED_BY)},
         "data": plugin_data}, depends_on=("gpu-operator-ns",)))
-    plan.chart = operator_chart(spec, operator_values(spec, mig_hash, plugin_hash),
-                                depends_on=("gpu-operator-ns", "mig-config", "device-plugin-config"))
     for pool in spec.pools:
         labels = {LABEL_POOL: pool.name, LABEL_PLUGIN_CONFIG: plugin_by_pool[pool.name]}
         if pool.name in mig_by_pool:

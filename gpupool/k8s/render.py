@@ -152,9 +152,10 @@ def _write_all(directory: Path, documents: dict[str, str]) -> None:
 
 
 def _os_message(exc: OSError, what: str) -> str:
-    reason = {errno.ENAMETOOLONG: "the path is too long for the file system",
-              errno.EACCES: "permission denied", errno.EROFS: "read-only file system",
-              errno.ENOSPC: "no space left on the device"}.get(exc.errno, exc.strerror or str(exc))
+    reasons: dict[int | None, str] = {errno.ENAMETOOLONG: "the path is too long for the file system",
+                                      errno.EACCES: "permission denied", errno.EROFS: "read-only file system",
+                                      errno.ENOSPC: "no space left on the device"}
+    reason = reasons.get(exc.errno, exc.strerror or str(exc))  # errno is None for an OSError raised by hand
     return f"{what}: {reason}"
 
 

@@ -377,15 +377,15 @@ def _sections(base: Side, head: Side, d, preview: str | None) -> list[_Section]:
         out.append(_Section("tenant changes", f"Tenants: {s['tenantsOnboarded']} onboarded, {s['tenantsChanged']} "
                             f"changed, {s['tenantsOffboarded']} offboarded, {s['tenantsRemoved']} removed", rows,
                             head="|  | TENANT CHANGE |\n|---|---|\n", open=len(rows) <= 20))
-    rows = _headroom_rows(d)
-    if rows:
-        table = md_table(["RESOURCE", "CAPACITY", "GRANTED", "HEADROOM"], rows, (1, 2, 3))
+    cells = _headroom_rows(d)
+    if cells:
+        table = md_table(["RESOURCE", "CAPACITY", "GRANTED", "HEADROOM"], cells, (1, 2, 3))
         chart = mermaid_headroom(d)
         items = table.rstrip("\n").split("\n")
         head_, rows_ = "\n".join(items[:2]) + "\n", items[2:]
-        out.append(_Section("resources", f"Headroom (policy-allowed minus granted): {_plural(len(rows), 'resource')}"
+        out.append(_Section("resources", f"Headroom (policy-allowed minus granted): {_plural(len(cells), 'resource')}"
                             " change", rows_, head=head_, tail=("\n" + _fenced(chart, "mermaid")) if chart else "",
-                            open=len(rows) <= 20))
+                            open=len(cells) <= 20))
     if d.mig:
         items = [f"- **{s}**" for s in _mig_lines(d)]
         items += [f"**pool {_md_escape(c.pool)}**, MIG slices per GPU (which profile holds which memory slices):\n\n"
@@ -438,9 +438,9 @@ def _fixed_parts(base: Side, head: Side, d, ok: bool, errors_shown: int | None) 
     unknown = _unknown_lines(d)
     warnings = _mig_lines(d) + [s for m, s in _tenant_lines(d) if m == "⚠"] + unknown
     if warnings:
-        shown = warnings if errors_shown is None else warnings[:MAX_WARNINGS_SHOWN]
-        more = len(warnings) - len(shown)
-        lines = [f"> - **{_md_escape(s)}**" if s.startswith(EVICTS) else f"> - {_md_escape(s)}" for s in shown]
+        listed = warnings if errors_shown is None else warnings[:MAX_WARNINGS_SHOWN]
+        more = len(warnings) - len(listed)
+        lines = [f"> - **{_md_escape(s)}**" if s.startswith(EVICTS) else f"> - {_md_escape(s)}" for s in listed]
         if more:
             lines.append(f"> - ✂ … and {more} more (see the sections below and the full diff)")
         out.append("> [!WARNING]\n" + "\n".join(lines) + "\n")

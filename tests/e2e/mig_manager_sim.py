@@ -105,9 +105,9 @@ class MigManagerSim:
             return {}, False
         return obj["metadata"].get("labels", {}), bool(obj.get("spec", {}).get("unschedulable"))
 
-    def _log(self, node: str, what: str) -> None:
+    def _log(self, node: str, what: str, t: float | None = None) -> None:
         with self._lock:
-            self.events.append(Event(self.now(), node, what))
+            self.events.append(Event(self.now() if t is None else t, node, what))
 
     def _schedule(self, node: str, config: str | None) -> None:
         now = self.now()
@@ -126,15 +126,16 @@ class MigManagerSim:
             states, cordoned = {}, set()
             for node in self.nodes:
                 labels, unschedulable = self._node(node)
+                t = self.now()  # one time for all changes seen in one read: their order within it is unknown
                 seen = (labels.get(MIG_CONFIG), labels.get(STATE), unschedulable)
                 old = self._seen.get(node)
                 if old != seen:
                     if old is None or old[0] != seen[0]:
-                        self._log(node, f"config={seen[0]}")
+                        self._log(node, f"config={seen[0]}", t)
                     if old is None or old[1] != seen[1]:
-                        self._log(node, f"state={seen[1]}")
+                        self._log(node, f"state={seen[1]}", t)
                     if old is not None and old[2] != seen[2]:
-                        self._log(node, "cordoned" if unschedulable else "uncordoned")
+                        self._log(node, "cordoned" if unschedulable else "uncordoned", t)
                     self._seen[node] = seen
                 if seen[0] != self._last_config.get(node):
                     self._last_config[node] = seen[0]

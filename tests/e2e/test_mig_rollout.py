@@ -142,7 +142,9 @@ def test_a_failed_node_stops_the_rollout_and_a_rerun_after_the_fix_continues(sta
             stack.up()
         took = sim.now() - t0
         message = str(failure.value)
-        REPORT["failure-message"] = [line.strip() for line in message.splitlines() if "roll-2" in line][:6]
+        lines = [line.strip() for line in message.splitlines()]
+        REPORT["failure-message"] = [line for line in lines if "roll-2_mig-check **updating failed**" in line
+                                     or "mig.config.state:failed" in line][:3]
         assert "roll-2" in message and "nvidia.com/mig.config.state:failed" in message, message
         assert took < 80, f"the failure took {took:.0f}s to surface: it must not wait for the node timeout"
         time.sleep(1.5)  # the next wave must stay untouched, not merely not yet touched

@@ -42,6 +42,7 @@ tests/render/node_modules/.installed: tests/render/package-lock.json
 # Lint (ruff) and type-check (mypy) the package and the components; configured in pyproject.toml.
 lint: setup
 	$(VENV)/bin/ruff check gpupool components tests bench
+	$(VENV)/bin/ruff format --check gpupool components tests bench
 	$(VENV)/bin/mypy
 
 # Everything, end-to-end tests against a local API server included.

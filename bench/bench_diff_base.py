@@ -8,6 +8,7 @@ Both run as the CLI in a fresh interpreter (subprocess), best of N; the ratio is
 machine speed cancels out. diff --base validates both sides (the base materialised with git ls-tree +
 cat-file --batch), builds both sides' objects, diffs them and formats the (cut) comment and the full diff.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,14 +72,22 @@ def main() -> int:
         write_stack(repo, doc)
         rel = str(spec.relative_to(repo))
         t_validate, _ = best([*gpupool, "validate", rel, "-q"], repo, args.repeats, (0,))
-        t_diff, r = best([*gpupool, "diff", "--base", "HEAD", rel, "-o", "markdown", "--full-output",
-                          str(repo / "full.md")], repo, args.repeats, (0,))
+        t_diff, r = best(
+            [*gpupool, "diff", "--base", "HEAD", rel, "-o", "markdown", "--full-output", str(repo / "full.md")],
+            repo,
+            args.repeats,
+            (0,),
+        )
         comment, full = len(r.stdout), (repo / "full.md").stat().st_size
-    print(f"stack: {args.tenants} tenant files, {args.pools} pools; {changed} tenants with a quota change; "
-          f"best of {args.repeats}")
+    print(
+        f"stack: {args.tenants} tenant files, {args.pools} pools; {changed} tenants with a quota change; "
+        f"best of {args.repeats}"
+    )
     print(f"  gpupool validate HEAD                 {t_validate:6.2f} s   1.00x")
-    print(f"  gpupool diff --base HEAD -o markdown  {t_diff:6.2f} s  {t_diff / t_validate:5.2f}x   "
-          f"(comment {comment:,} chars, full diff {full:,} bytes)")
+    print(
+        f"  gpupool diff --base HEAD -o markdown  {t_diff:6.2f} s  {t_diff / t_validate:5.2f}x   "
+        f"(comment {comment:,} chars, full diff {full:,} bytes)"
+    )
     return 0
 
 

@@ -51,6 +51,7 @@ pulumi / kubectl in the same run, so machine speed cancels out. Growth between t
 exponent k of time ~ tenants^k (1 = linear, 2 = quadratic). Every timed line carries the 1-minute load
 average when it ended (the machine may be shared: compare ratios only between lines of similar load).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -76,8 +77,15 @@ from bench_validate import POOL_KINDS, generate  # noqa: E402
 from tests.e2e.cluster import ControlPlane, _find_kubectl  # noqa: E402
 
 STUB_CHART = REPO / "tests" / "charts" / "gpu-operator-stub"
-CLUSTER_SCOPED = {"Namespace", "PriorityClass", "ClusterRole", "ClusterRoleBinding", "Node",
-                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+CLUSTER_SCOPED = {
+    "Namespace",
+    "PriorityClass",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Node",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+}
 
 
 def toolchain_bin_dir() -> Path:
@@ -85,14 +93,18 @@ def toolchain_bin_dir() -> Path:
     env = os.environ.get("GPUPOOL_TOOLCHAIN_BIN")
     if env:
         return Path(env)
-    p = subprocess.run(["bash", str(REPO / "toolchain" / "build.sh"), "--print-bin-dir"],
-                       capture_output=True, text=True, timeout=30)
+    p = subprocess.run(
+        ["bash", str(REPO / "toolchain" / "build.sh"), "--print-bin-dir"], capture_output=True, text=True, timeout=30
+    )
     lines = p.stdout.strip().splitlines()
     if p.returncode != 0 or not lines:
         sys.exit(f"cannot find the toolchain bin dir (toolchain/build.sh --print-bin-dir): {p.stderr}")
     bin_dir = Path(lines[-1])
-    missing = [b for b in ("pulumi", "pulumi-resource-kubernetes", "etcd", "kube-apiserver",
-                           "kube-controller-manager") if not os.access(bin_dir / b, os.X_OK)]
+    missing = [
+        b
+        for b in ("pulumi", "pulumi-resource-kubernetes", "etcd", "kube-apiserver", "kube-controller-manager")
+        if not os.access(bin_dir / b, os.X_OK)
+    ]
     if missing:
         sys.exit(f"missing {', '.join(missing)} in {bin_dir}; build them with toolchain/build.sh")
     return bin_dir
@@ -106,6 +118,7 @@ def gpupool(*args: str) -> subprocess.CompletedProcess:
 
 
 # -- the kubectl side's manifests -----------------------------------------------------------------------
+
 
 def stub_chart_objects(bin_dir: Path, ns: str, values: dict, cache: dict | None = None) -> list[dict]:
     """The objects tests/charts/gpu-operator-stub renders for these values, rendered by the same embedded
@@ -133,19 +146,37 @@ def stub_chart_objects(bin_dir: Path, ns: str, values: dict, cache: dict | None 
             import pulumi_kubernetes as k8s
 
             render = k8s.Provider("render", render_yaml_to_directory=str(out))
-            k8s.helm.v4.Chart("gpu-operator", chart=str(STUB_CHART), namespace=ns, values=values,
-                              opts=pulumi.ResourceOptions(provider=render))
+            k8s.helm.v4.Chart(
+                "gpu-operator",
+                chart=str(STUB_CHART),
+                namespace=ns,
+                values=values,
+                opts=pulumi.ResourceOptions(provider=render),
+            )
 
-        env = {"PULUMI_BACKEND_URL": f"file://{state}", "PULUMI_CONFIG_PASSPHRASE": "bench",
-               "PULUMI_SKIP_UPDATE_CHECK": "true", "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-               "PULUMI_HOME": str(home), "KUBECONFIG": os.devnull}  # render mode: no cluster at all
+        env = {
+            "PULUMI_BACKEND_URL": f"file://{state}",
+            "PULUMI_CONFIG_PASSPHRASE": "bench",
+            "PULUMI_SKIP_UPDATE_CHECK": "true",
+            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+            "PULUMI_HOME": str(home),
+            "KUBECONFIG": os.devnull,
+        }  # render mode: no cluster at all
         stack = auto.create_or_select_stack(
-            "render", project_name="gpupool-bench-chart", program=program,
+            "render",
+            project_name="gpupool-bench-chart",
+            program=program,
             opts=auto.LocalWorkspaceOptions(
-                work_dir=str(tmp), pulumi_home=str(home), env_vars=env, secrets_provider="passphrase",
+                work_dir=str(tmp),
+                pulumi_home=str(home),
+                env_vars=env,
+                secrets_provider="passphrase",
                 pulumi_command=auto.PulumiCommand(root=str(bin_dir.parent), skip_version_check=True),
-                project_settings=auto.ProjectSettings(name="gpupool-bench-chart", runtime="python",
-                                                      backend=auto.ProjectBackend(url=f"file://{state}"))))
+                project_settings=auto.ProjectSettings(
+                    name="gpupool-bench-chart", runtime="python", backend=auto.ProjectBackend(url=f"file://{state}")
+                ),
+            ),
+        )
         up = stack.up(on_output=lambda _: None, color="never")
         if up.summary.result != "succeeded":
             raise SystemExit(f"rendering the stub chart failed: {up.stderr[-3000:]}")
@@ -179,6 +210,7 @@ def kubectl_manifests(bin_dir: Path, rendered: Path, out: Path, cache: dict) -> 
 
 # -- control planes ----------------------------------------------------------------------------------
 
+
 def node_resources(spec: dict) -> dict[str, dict]:
     """node name -> extended resources it advertises (pools are generated in POOL_KINDS order)."""
     nodes = {}
@@ -202,12 +234,15 @@ def fresh_control_plane(bin_dir: Path, nodes: dict[str, dict]) -> ControlPlane:
 
 # -- the two sides ---------------------------------------------------------------------------------
 
+
 def settle(cp: ControlPlane) -> None:
     """Wait (untimed) until the resourcequota controller has written every quota's status: otherwise a
     diff can race with it and see a status-only change. Done on both sides before the diff / preview."""
+
     def done():
         items = cp.get_json("resourcequotas", "-A", timeout=120)["items"]
         return all((q.get("status") or {}).get("hard") for q in items)
+
     cp.wait_for(done, timeout=180, interval=1, what="ResourceQuota status from the resourcequota controller")
 
 
@@ -240,9 +275,17 @@ def run_kubectl_onboard(cp: ControlPlane, cluster: Path, namespaced: Path) -> fl
     return t
 
 
-def run_pulumi(cp: ControlPlane, bin_dir: Path, spec: Path, work: Path, manifests: tuple[Path, Path], *,
-               mode: str = "checkpoints", onboard_text: str | None = None,
-               profile: str | None = None) -> tuple[float, float, dict]:
+def run_pulumi(
+    cp: ControlPlane,
+    bin_dir: Path,
+    spec: Path,
+    work: Path,
+    manifests: tuple[Path, Path],
+    *,
+    mode: str = "checkpoints",
+    onboard_text: str | None = None,
+    profile: str | None = None,
+) -> tuple[float, float, dict]:
     """(up seconds, preview seconds, info) for a fresh, empty stack on a fresh control plane. Afterwards
     (untimed) checks that the kubectl side's manifests are a no-op diff on what pulumi created. With
     ``onboard_text``, the spec file is then replaced by it and the onboarding up is timed (info["onboard"])."""
@@ -283,11 +326,20 @@ def run_pulumi(cp: ControlPlane, bin_dir: Path, spec: Path, work: Path, manifest
         # atomic and the API server defaulted its apiVersion (v1) into the live object, so the applied
         # {fieldPath} counts as a different value of a field another manager owns, although defaulting
         # makes it equal again (as `kubectl diff` with the force then shows).
-        p = cp.kubectl("diff", "--server-side", "--force-conflicts", "--field-manager=gpupool-bench",
-                       *(a for d in manifests for a in ("-f", str(d))), check=False, timeout=600)
+        p = cp.kubectl(
+            "diff",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=gpupool-bench",
+            *(a for d in manifests for a in ("-f", str(d))),
+            check=False,
+            timeout=600,
+        )
         if p.returncode != 0:
-            raise SystemExit(f"the kubectl side's manifests differ from what pulumi created (kubectl diff exit "
-                             f"{p.returncode}):\n{p.stdout[:3000]}{p.stderr}")
+            raise SystemExit(
+                f"the kubectl side's manifests differ from what pulumi created (kubectl diff exit "
+                f"{p.returncode}):\n{p.stdout[:3000]}{p.stderr}"
+            )
         info = {"steps": changes["same"], "up cpu python": cpu1[0] - cpu0[0], "up cpu pulumi": cpu1[1] - cpu0[1]}
         if onboard_text is not None:
             spec.write_text(onboard_text)
@@ -322,9 +374,11 @@ def _profiling_bin_dir(bin_dir: Path, out: Path, prefix: str) -> Path:
     wrapper = out / "pulumi"
     real = bin_dir / "pulumi"
     # The Automation API puts --non-interactive before the command.
-    wrapper.write_text(f'#!/bin/sh\ncmd=$1; [ "$cmd" = --non-interactive ] && cmd=$2\n'
-                       f'case "$cmd" in up|preview) exec "{real}" --profiling "{prefix}-$cmd" "$@";; esac\n'
-                       f'exec "{real}" "$@"\n')
+    wrapper.write_text(
+        f'#!/bin/sh\ncmd=$1; [ "$cmd" = --non-interactive ] && cmd=$2\n'
+        f'case "$cmd" in up|preview) exec "{real}" --profiling "{prefix}-$cmd" "$@";; esac\n'
+        f'exec "{real}" "$@"\n'
+    )
     wrapper.chmod(0o755)
     return out
 
@@ -351,7 +405,7 @@ def growth(n1: int, t1: float, n2: int, t2: float) -> float:
 def bench_size(args, bin_dir: Path, out: Path, n_tenants: int) -> dict:
     """Every measurement for one size: {(op, side): best seconds}, plus info."""
     out.mkdir(parents=True, exist_ok=True)
-    full = generate(n_tenants + 1, args.pools)       # the same first n tenants as generate(n)
+    full = generate(n_tenants + 1, args.pools)  # the same first n tenants as generate(n)
     onboarded = yaml.safe_dump(full, sort_keys=False, width=120)
     base_doc = dict(full, tenants=full["tenants"][:-1])
     spec = out / "spec.yaml"
@@ -370,11 +424,12 @@ def bench_size(args, bin_dir: Path, out: Path, n_tenants: int) -> dict:
     onboarded_spec.write_text(onboarded)
     gpupool("render", str(onboarded_spec), "--output-dir", str(out / "onboarded" / "rendered"), "--operator", "values")
     shutil.rmtree(out / "onboarded" / "kubectl", ignore_errors=True)
-    ob_cluster, ob_namespaced, _ = kubectl_manifests(bin_dir, out / "onboarded" / "rendered",
-                                                      out / "onboarded" / "kubectl", chart_cache)
+    ob_cluster, ob_namespaced, _ = kubectl_manifests(
+        bin_dir, out / "onboarded" / "rendered", out / "onboarded" / "kubectl", chart_cache
+    )
     nodes = node_resources(base_doc)
 
-    times: dict[tuple[str, str], list[tuple[float, float]]] = {}   # (seconds, load average when it ended)
+    times: dict[tuple[str, str], list[tuple[float, float]]] = {}  # (seconds, load average when it ended)
     info: dict = {"objects": n_objects, "render": t_render, "cpu": {}}
     add = lambda key, v: times.setdefault(key, []).append((v, LOADS.get(key, float("nan"))))  # noqa: E731
     load = lambda op, side: LOADS.get((op, side), float("nan"))  # noqa: E731
@@ -391,17 +446,29 @@ def bench_size(args, bin_dir: Path, out: Path, n_tenants: int) -> dict:
         add(("preview", "kubectl"), t_diff)
         if t_onboard is not None:
             add(("onboard", "kubectl"), t_onboard)
-        print(f"{tag} kubectl apply {t_apply:.2f} s (load {load('up', 'kubectl'):.1f}), "
-              f"diff {t_diff:.2f} s (load {load('preview', 'kubectl'):.1f})"
-              + (f", onboard apply {t_onboard:.2f} s (load {load('onboard', 'kubectl'):.1f})"
-                 if t_onboard is not None else ""), flush=True)
+        print(
+            f"{tag} kubectl apply {t_apply:.2f} s (load {load('up', 'kubectl'):.1f}), "
+            f"diff {t_diff:.2f} s (load {load('preview', 'kubectl'):.1f})"
+            + (
+                f", onboard apply {t_onboard:.2f} s (load {load('onboard', 'kubectl'):.1f})"
+                if t_onboard is not None
+                else ""
+            ),
+            flush=True,
+        )
         for mode in args.modes:
             cp = fresh_control_plane(bin_dir, nodes)
             try:
                 t_up, t_preview, pinfo = run_pulumi(
-                    cp, bin_dir, spec, out, (cluster, namespaced), mode=mode,
+                    cp,
+                    bin_dir,
+                    spec,
+                    out,
+                    (cluster, namespaced),
+                    mode=mode,
                     onboard_text=None if args.no_onboard else onboarded,
-                    profile=str(Path(args.profile).resolve() / f"{n_tenants}-{mode}") if args.profile else None)
+                    profile=str(Path(args.profile).resolve() / f"{n_tenants}-{mode}") if args.profile else None,
+                )
                 info["count"][mode] = count_objects(cp)
             finally:
                 cp.stop()
@@ -411,11 +478,18 @@ def bench_size(args, bin_dir: Path, out: Path, n_tenants: int) -> dict:
             if "onboard" in pinfo:
                 add(("onboard", mode), pinfo["onboard"])
             info["cpu"].setdefault(mode, []).append((pinfo["up cpu pulumi"], pinfo["up cpu python"]))
-            print(f"{tag} pulumi [{mode}] up {t_up:.2f} s (load {load('up', mode):.1f}, cpu cli+provider "
-                  f"{pinfo['up cpu pulumi']:.1f} s, program {pinfo['up cpu python']:.1f} s), "
-                  f"preview {t_preview:.2f} s (load {load('preview', mode):.1f})"
-                  + (f", onboard up {pinfo['onboard']:.2f} s ({pinfo['onboard creates']} creates, "
-                     f"load {load('onboard', mode):.1f})" if "onboard" in pinfo else ""), flush=True)
+            print(
+                f"{tag} pulumi [{mode}] up {t_up:.2f} s (load {load('up', mode):.1f}, cpu cli+provider "
+                f"{pinfo['up cpu pulumi']:.1f} s, program {pinfo['up cpu python']:.1f} s), "
+                f"preview {t_preview:.2f} s (load {load('preview', mode):.1f})"
+                + (
+                    f", onboard up {pinfo['onboard']:.2f} s ({pinfo['onboard creates']} creates, "
+                    f"load {load('onboard', mode):.1f})"
+                    if "onboard" in pinfo
+                    else ""
+                ),
+                flush=True,
+            )
     if len(set(info["count"].values())) != 1:
         print(f"WARNING: the clusters differ in object count: {info['count']}")
     info["best"] = {k: min(v)[0] for k, v in times.items()}
@@ -428,13 +502,19 @@ def main() -> int:
     ap.add_argument("--tenants", default="100", help="comma-separated sizes, e.g. 100,300")
     ap.add_argument("--pools", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--modes", default="checkpoints,skip",
-                    help="pulumi variants: checkpoints, skip (PULUMI_SKIP_CHECKPOINTS=true), parallel=N")
+    ap.add_argument(
+        "--modes",
+        default="checkpoints,skip",
+        help="pulumi variants: checkpoints, skip (PULUMI_SKIP_CHECKPOINTS=true), parallel=N",
+    )
     ap.add_argument("--no-onboard", action="store_true", help="do not time the one-tenant onboarding")
     ap.add_argument("--keep", metavar="DIR", help="write specs and manifests here instead of a temporary directory")
-    ap.add_argument("--profile", metavar="DIR",
-                    help="run the pulumi CLI with --profiling DIR/<tenants>-<mode>-<command> (Go CPU profiles: "
-                         "go tool pprof -top DIR/<file>.cpu); slows pulumi down a little")
+    ap.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="run the pulumi CLI with --profiling DIR/<tenants>-<mode>-<command> (Go CPU profiles: "
+        "go tool pprof -top DIR/<file>.cpu); slows pulumi down a little",
+    )
     args = ap.parse_args()
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     sizes = [int(x) for x in args.tenants.split(",")]
@@ -449,12 +529,16 @@ def main() -> int:
     total = time.perf_counter() - started
 
     print()
-    print(f"{args.pools} pools, 40 simulated nodes; best of {args.repeats}; each side on a fresh control plane; "
-          f"pulumi = gpupool's program via the Automation API, file backend, stub chart, skipAwait; "
-          f"kubectl = server-side apply/diff of the rendered files; wall time {total:.0f} s")
+    print(
+        f"{args.pools} pools, 40 simulated nodes; best of {args.repeats}; each side on a fresh control plane; "
+        f"pulumi = gpupool's program via the Automation API, file backend, stub chart, skipAwait; "
+        f"kubectl = server-side apply/diff of the rendered files; wall time {total:.0f} s"
+    )
     print()
-    print(f"  {'tenants':>7} {'objects':>7} {'resources':>9}  {'operation':<9} {'mode':<13} {'pulumi':>9} "
-          f"{'kubectl':>9} {'ratio':>8}  load (kubectl/pulumi)")
+    print(
+        f"  {'tenants':>7} {'objects':>7} {'resources':>9}  {'operation':<9} {'mode':<13} {'pulumi':>9} "
+        f"{'kubectl':>9} {'ratio':>8}  load (kubectl/pulumi)"
+    )
     for n, r in results.items():
         b = r["best"]
         for op in ("up", "preview", "onboard"):
@@ -463,16 +547,21 @@ def main() -> int:
                     continue
                 pk, kk = b[(op, mode)], b[(op, "kubectl")]
                 lk, lp = r["load"][(op, "kubectl")], r["load"][(op, mode)]
-                print(f"  {n:>7} {r['objects']:>7} {r['steps']:>9}  {op:<9} {mode:<13} {pk:>8.2f}s {kk:>8.2f}s "
-                      f"{pk / kk:>7.2f}x  {lk:.1f}/{lp:.1f}")
+                print(
+                    f"  {n:>7} {r['objects']:>7} {r['steps']:>9}  {op:<9} {mode:<13} {pk:>8.2f}s {kk:>8.2f}s "
+                    f"{pk / kk:>7.2f}x  {lk:.1f}/{lp:.1f}"
+                )
     if len(sizes) > 1:
         print()
         print("  growth exponent k (time ~ tenants^k) between consecutive sizes:")
         for n1, n2 in zip(sizes, sizes[1:]):
             b1, b2 = results[n1]["best"], results[n2]["best"]
-            parts = [f"{op} {side} {growth(n1, b1[(op, side)], n2, b2[(op, side)]):.2f}"
-                     for op in ("up", "preview", "onboard") for side in ["kubectl", *args.modes]
-                     if (op, side) in b1 and (op, side) in b2]
+            parts = [
+                f"{op} {side} {growth(n1, b1[(op, side)], n2, b2[(op, side)]):.2f}"
+                for op in ("up", "preview", "onboard")
+                for side in ["kubectl", *args.modes]
+                if (op, side) in b1 and (op, side) in b2
+            ]
             print(f"    {n1} -> {n2}: " + ", ".join(parts))
     print()
     print("  where pulumi up spends CPU (median of reps): pulumi CLI + kubernetes provider / inline program")
@@ -480,8 +569,11 @@ def main() -> int:
     for n, r in results.items():
         for mode, pairs in r["cpu"].items():
             print(f"    {n} tenants [{mode}]: {med([a for a, _ in pairs]):.1f} s / {med([b for _, b in pairs]):.1f} s")
-    print("  (gpupool render, not in any timing: " +
-          ", ".join(f"{n} tenants {r['render']:.2f} s" for n, r in results.items()) + ")")
+    print(
+        "  (gpupool render, not in any timing: "
+        + ", ".join(f"{n} tenants {r['render']:.2f} s" for n, r in results.items())
+        + ")"
+    )
     return 0
 
 

@@ -4,6 +4,7 @@ Run: PYTHONPATH=. python bench/bench_mig_suggest.py [--gpus 1000] [--runs 20] [-
 Prints the cold time (first call builds the model's maximal layouts), the warm median/max, and the
 suggestion's GPU count against both lower bounds, so a regression in speed or quality is visible.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,6 +37,7 @@ def main() -> None:
     t0 = time.perf_counter()
     from gpupool.gpu import suggest as mig_suggest
     from gpupool.gpu.mig import catalog
+
     model = catalog().models["H100-80GB"]
     t_import = time.perf_counter() - t0
 
@@ -53,11 +55,15 @@ def main() -> None:
         gaps_lp.append(s.gpus - s.bound)
     print(f"import+catalog: {t_import:.4f}s")
     print(f"suggest, {args.gpus} GPUs' worth of demand on {model.name}, {args.runs} random mixes")
-    print(f"  cold (incl. maximal layouts): {cold:.4f}s  -> {first.gpus} GPUs, lower bound {first.lower_bound}, "
-          f"proven bound {first.bound}, {len(first.layouts)} distinct layouts")
+    print(
+        f"  cold (incl. maximal layouts): {cold:.4f}s  -> {first.gpus} GPUs, lower bound {first.lower_bound}, "
+        f"proven bound {first.bound}, {len(first.layouts)} distinct layouts"
+    )
     print(f"  warm: median {statistics.median(times):.4f}s, max {max(times):.4f}s")
-    print(f"  GPUs - lower bound: max {max(gaps_lb)}, mean {statistics.mean(gaps_lb):.2f}; "
-          f"GPUs - proven bound: max {max(gaps_lp)} (0 = every answer proven optimal)")
+    print(
+        f"  GPUs - lower bound: max {max(gaps_lb)}, mean {statistics.mean(gaps_lb):.2f}; "
+        f"GPUs - proven bound: max {max(gaps_lp)} (0 = every answer proven optimal)"
+    )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ machine speed cancels out:
 - diff (end to end): validate both specs + diff.compute (incl. manifests.build and render of both) + text format;
 - mig suggest: gpupool.gpu.suggest.suggest on 1,000 H100 GPUs' worth of random MIG demand.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -82,6 +83,7 @@ def main() -> int:
             result = validate_file(base_path)
             assert result.spec is not None, [d.render() for d in result.report.sorted()][:5]
             return planfmt.format_table(planmod.compute(result.spec))
+
         t_plan, table = best(plan_e2e, args.repeats)
         spec = validate_file(base_path).spec
         t_plan_only, _ = best(lambda: planmod.compute(spec), args.repeats)
@@ -92,6 +94,7 @@ def main() -> int:
             assert base.valid and head.valid
             d = diffmod.compute(base.spec, head.spec)
             return d, difffmt.format_text(base, head, d, True)
+
         t_diff, (d, _) = best(diff_e2e, args.repeats)
 
         model = catalog().models["H100-80GB"]
@@ -102,10 +105,14 @@ def main() -> int:
     print(f"  baseline yaml.load(CSafeLoader)   {t_yaml * 1000:8.1f} ms   1.00x")
     print(f"  plan (validate+compute+table)     {t_plan * 1000:8.1f} ms  {t_plan / t_yaml:5.2f}x")
     print(f"  plan (compute only)               {t_plan_only * 1000:8.1f} ms  {t_plan_only / t_yaml:5.2f}x")
-    print(f"  diff (2x validate+diff+text)      {t_diff * 1000:8.1f} ms  {t_diff / t_yaml:5.2f}x   "
-          f"({len(d.tenants)} tenant changes, {len(d.plugin)} plugin keys, {len(d.objects)} objects)")
-    print(f"  mig suggest ({args.gpus} GPUs' demand)   {t_mig * 1000:8.1f} ms  {t_mig / t_yaml:5.2f}x   "
-          f"({s.gpus} GPUs, lower bound {s.lower_bound})")
+    print(
+        f"  diff (2x validate+diff+text)      {t_diff * 1000:8.1f} ms  {t_diff / t_yaml:5.2f}x   "
+        f"({len(d.tenants)} tenant changes, {len(d.plugin)} plugin keys, {len(d.objects)} objects)"
+    )
+    print(
+        f"  mig suggest ({args.gpus} GPUs' demand)   {t_mig * 1000:8.1f} ms  {t_mig / t_yaml:5.2f}x   "
+        f"({s.gpus} GPUs, lower bound {s.lower_bound})"
+    )
     print(f"  table output: {len(table.splitlines())} lines")
     return 0
 

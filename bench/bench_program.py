@@ -15,6 +15,7 @@ Every sample runs in a fresh subprocess (same interpreter, same imports already 
 starts: pulumi, pulumi_kubernetes and, for (a), gpupool/components) so Pulumi's global state is equal.
 Best of N per side; ratio = best(a) / best(b). Target: <= 1.25x.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,9 @@ tiers:
 """
 
 
-def generate_spec(directory: Path, tenants: int = 1000, pools: int = 60, nodes_per_pool: int = 4,
-                  seed: int = 1) -> Path:
+def generate_spec(
+    directory: Path, tenants: int = 1000, pools: int = 60, nodes_per_pool: int = 4, seed: int = 1
+) -> Path:
     """Write DIR/spec.yaml + DIR/tenants/*.yaml: `pools` pools in three kinds (whole H100s, time-sliced
     L4s, MIG A100-80GBs, half of them node lists and half node selectors) and `tenants` tenants whose quotas
     fit the capacity. Returns the spec path."""
@@ -62,9 +64,18 @@ def generate_spec(directory: Path, tenants: int = 1000, pools: int = 60, nodes_p
     tdir.mkdir(exist_ok=True)
     for stale in tdir.glob("*.yaml"):
         stale.unlink()
-    lines = ["apiVersion: gpupool.dev/v1alpha1", "kind: GpuPlatform", "",
-             "cluster:", "  name: bench", "  gpuOperator:", "    chartVersion: v26.7.0",
-             "    namespace: gpu-operator", "", "nodePools:"]
+    lines = [
+        "apiVersion: gpupool.dev/v1alpha1",
+        "kind: GpuPlatform",
+        "",
+        "cluster:",
+        "  name: bench",
+        "  gpuOperator:",
+        "    chartVersion: v26.7.0",
+        "    namespace: gpu-operator",
+        "",
+        "nodePools:",
+    ]
     for i in range(pools):
         kind = i % 3
         name = ("h100", "l4", "a100")[kind] + f"-{i:03d}"
@@ -84,20 +95,27 @@ def generate_spec(directory: Path, tenants: int = 1000, pools: int = 60, nodes_p
 
     # Capacity per resource (kinds are round-robin, so each kind has ~pools/3 pools).
     n = {k: len(range(k, pools, 3)) for k in range(3)}
-    cap = {"nvidia.com/gpu": n[0] * nodes_per_pool * 8,
-           "nvidia.com/gpu.shared": n[1] * nodes_per_pool * 4 * 4,
-           "nvidia.com/mig-1g.10gb": n[2] * nodes_per_pool * 4 * 2,
-           "nvidia.com/mig-2g.20gb": n[2] * nodes_per_pool * 4,
-           "nvidia.com/mig-3g.40gb": n[2] * nodes_per_pool * 4}
+    cap = {
+        "nvidia.com/gpu": n[0] * nodes_per_pool * 8,
+        "nvidia.com/gpu.shared": n[1] * nodes_per_pool * 4 * 4,
+        "nvidia.com/mig-1g.10gb": n[2] * nodes_per_pool * 4 * 2,
+        "nvidia.com/mig-2g.20gb": n[2] * nodes_per_pool * 4,
+        "nvidia.com/mig-3g.40gb": n[2] * nodes_per_pool * 4,
+    }
     left = dict(cap)
     for t in range(tenants):
         kind = t % 4
-        tier = ("critical", "production", "standard", "preemptible")[t % 4] if kind != 1 else \
-            ("standard", "preemptible")[t % 2]
-        wanted = {0: {"nvidia.com/gpu": rng.randint(0, 2)},
-                  1: {"nvidia.com/gpu.shared": rng.randint(1, 4)},
-                  2: {"nvidia.com/mig-1g.10gb": rng.randint(0, 2), "nvidia.com/mig-3g.40gb": rng.randint(0, 1)},
-                  3: {"nvidia.com/mig-2g.20gb": rng.randint(0, 1), "nvidia.com/gpu": rng.randint(0, 1)}}[kind]
+        tier = (
+            ("critical", "production", "standard", "preemptible")[t % 4]
+            if kind != 1
+            else ("standard", "preemptible")[t % 2]
+        )
+        wanted = {
+            0: {"nvidia.com/gpu": rng.randint(0, 2)},
+            1: {"nvidia.com/gpu.shared": rng.randint(1, 4)},
+            2: {"nvidia.com/mig-1g.10gb": rng.randint(0, 2), "nvidia.com/mig-3g.40gb": rng.randint(0, 1)},
+            3: {"nvidia.com/mig-2g.20gb": rng.randint(0, 1), "nvidia.com/gpu": rng.randint(0, 1)},
+        }[kind]
         gpus = {}
         for res, count in wanted.items():
             count = min(count, left[res])
@@ -168,10 +186,20 @@ def child_program(spec: str, out: str) -> None:
     provider = sum(1 for a in mocks.created if a.typ.startswith("pulumi:providers:"))
     components = sum(1 for a in mocks.created if not a.custom and a.typ.startswith("gpupool:"))
     chart = sum(1 for a in mocks.created if a.typ == "kubernetes:helm.sh/v4:Chart")
-    Path(out).write_text(json.dumps({
-        "total": total, "validate": marks.get("validate", 0.0), "build": marks.get("build", 0.0),
-        "registered": len(mocks.created), "kubernetes": k8s - chart, "provider": provider, "chart": chart,
-        "components": components}))
+    Path(out).write_text(
+        json.dumps(
+            {
+                "total": total,
+                "validate": marks.get("validate", 0.0),
+                "build": marks.get("build", 0.0),
+                "registered": len(mocks.created),
+                "kubernetes": k8s - chart,
+                "provider": provider,
+                "chart": chart,
+                "components": components,
+            }
+        )
+    )
 
 
 def child_bare(plan_file: str, out: str) -> None:
@@ -183,10 +211,16 @@ def child_bare(plan_file: str, out: str) -> None:
 
     with open(plan_file, "rb") as f:
         rows = pickle.load(f)  # loaded before the clock: this is the "same inputs", not work to measure
-    classes = {"Namespace": k8s.core.v1.Namespace, "ConfigMap": k8s.core.v1.ConfigMap,
-               "ResourceQuota": k8s.core.v1.ResourceQuota, "LimitRange": k8s.core.v1.LimitRange,
-               "NodePatch": k8s.core.v1.NodePatch, "PriorityClass": k8s.scheduling.v1.PriorityClass,
-               "ClusterRole": k8s.rbac.v1.ClusterRole, "RoleBinding": k8s.rbac.v1.RoleBinding}
+    classes = {
+        "Namespace": k8s.core.v1.Namespace,
+        "ConfigMap": k8s.core.v1.ConfigMap,
+        "ResourceQuota": k8s.core.v1.ResourceQuota,
+        "LimitRange": k8s.core.v1.LimitRange,
+        "NodePatch": k8s.core.v1.NodePatch,
+        "PriorityClass": k8s.scheduling.v1.PriorityClass,
+        "ClusterRole": k8s.rbac.v1.ClusterRole,
+        "RoleBinding": k8s.rbac.v1.RoleBinding,
+    }
     mocks = CollectingMocks()
     monitor = RecordingMonitor(mocks)
     pulumi.runtime.set_mocks(mocks, project="gpupool", stack="bench", preview=True, monitor=monitor)
@@ -198,27 +232,39 @@ def child_bare(plan_file: str, out: str) -> None:
         provider = k8s.Provider("k8s", enable_config_map_mutable=True)
         resources: dict[str, pulumi.Resource] = {}
         for kind, name, kwargs, deps, retain in rows:
-            opts = pulumi.ResourceOptions(provider=provider, depends_on=[resources[d] for d in deps],
-                                          retain_on_delete=retain)
+            opts = pulumi.ResourceOptions(
+                provider=provider, depends_on=[resources[d] for d in deps], retain_on_delete=retain
+            )
             if kind == "Chart":
                 repo = kwargs.pop("repository_opts", None)
                 resources[name] = k8s.helm.v4.Chart(
-                    name, repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=repo) if repo else None,
-                    opts=opts, **kwargs)
+                    name,
+                    repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=repo) if repo else None,
+                    opts=opts,
+                    **kwargs,
+                )
             else:
                 resources[name] = classes[kind](name, opts=opts, **kwargs)
 
     run()
     end = time.perf_counter()
     chart = sum(1 for a in mocks.created if a.typ == "kubernetes:helm.sh/v4:Chart")
-    Path(out).write_text(json.dumps({
-        "total": end - marks["start"], "registered": len(mocks.created),
-        "kubernetes": sum(1 for a in mocks.created if a.typ.startswith("kubernetes:") and a.custom) - chart,
-        "provider": sum(1 for a in mocks.created if a.typ.startswith("pulumi:providers:")), "chart": chart,
-        "components": 0}))
+    Path(out).write_text(
+        json.dumps(
+            {
+                "total": end - marks["start"],
+                "registered": len(mocks.created),
+                "kubernetes": sum(1 for a in mocks.created if a.typ.startswith("kubernetes:") and a.custom) - chart,
+                "provider": sum(1 for a in mocks.created if a.typ.startswith("pulumi:providers:")),
+                "chart": chart,
+                "components": 0,
+            }
+        )
+    )
 
 
 # -- the parent ----------------------------------------------------------------------------------
+
 
 def bare_rows(spec_path: Path) -> list[tuple]:
     """(kind, name, kwargs, depends_on, retain_on_delete) per resource, in the program's registration order."""
@@ -235,8 +281,13 @@ def bare_rows(spec_path: Path) -> list[tuple]:
     for obj in objects:
         deps = tuple(d for d in obj.depends_on)
         if obj is chart:
-            kwargs = {"chart": chart.chart, "version": chart.version, "repository_opts": chart.repository,
-                      "namespace": chart.namespace, "values": chart.values}
+            kwargs = {
+                "chart": chart.chart,
+                "version": chart.version,
+                "repository_opts": chart.repository,
+                "namespace": chart.namespace,
+                "values": chart.values,
+            }
             rows.append(("Chart", chart.name, kwargs, deps, None))
             continue
         cls = _CLASSES[(obj.manifest["apiVersion"], obj.manifest["kind"], obj.patch)]
@@ -292,15 +343,25 @@ def main() -> None:
     b = min(bare, key=lambda r: r["total"])
     reg = a["total"] - a["validate"] - a["build"]
     print(f"spec: {spec} ({args.tenants} tenants, {args.pools} pools); best of {runs}, fresh process each")
-    print(f"registered  program: {a['registered']} = {a['kubernetes']} kubernetes + {a['chart']} chart + "
-          f"{a['provider']} provider + {a['components']} components (+1 stack)")
-    print(f"            bare:    {b['registered']} = {b['kubernetes']} kubernetes + {b['chart']} chart + "
-          f"{b['provider']} provider (+1 stack)")
-    print(f"(a) program  {a['total']*1000:8.1f} ms   = load+validate {a['validate']*1000:.1f} ms"
-          f" + build manifests {a['build']*1000:.1f} ms + registration {reg*1000:.1f} ms")
-    print(f"(b) bare     {b['total']*1000:8.1f} ms")
-    print("    all samples (ms): program " + ", ".join(f"{r['total']*1000:.0f}" for r in program)
-          + " | bare " + ", ".join(f"{r['total']*1000:.0f}" for r in bare))
+    print(
+        f"registered  program: {a['registered']} = {a['kubernetes']} kubernetes + {a['chart']} chart + "
+        f"{a['provider']} provider + {a['components']} components (+1 stack)"
+    )
+    print(
+        f"            bare:    {b['registered']} = {b['kubernetes']} kubernetes + {b['chart']} chart + "
+        f"{b['provider']} provider (+1 stack)"
+    )
+    print(
+        f"(a) program  {a['total'] * 1000:8.1f} ms   = load+validate {a['validate'] * 1000:.1f} ms"
+        f" + build manifests {a['build'] * 1000:.1f} ms + registration {reg * 1000:.1f} ms"
+    )
+    print(f"(b) bare     {b['total'] * 1000:8.1f} ms")
+    print(
+        "    all samples (ms): program "
+        + ", ".join(f"{r['total'] * 1000:.0f}" for r in program)
+        + " | bare "
+        + ", ".join(f"{r['total'] * 1000:.0f}" for r in bare)
+    )
     ratio = a["total"] / b["total"]
     print(f"ratio a/b = {ratio:.2f}x (target <= {TARGET}x): {'OK' if ratio <= TARGET else 'ABOVE TARGET'}")
     print(f"ratio registration-only / bare = {reg / b['total']:.2f}x (without load+validate and build)")

@@ -15,6 +15,7 @@ best of N each (samples interleaved), every sample writing into a fresh empty di
 
 The two ratios are render / baseline for each pair; a breakdown of the in-process render follows.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,8 +74,11 @@ def main() -> None:
     ap.add_argument("--pools", type=int, default=60)
     ap.add_argument("--runs", type=int, default=5, help="samples per measurement (best of N); at least 3")
     ap.add_argument("--keep", metavar="DIR", help="write the generated spec here and keep it")
-    ap.add_argument("--out", metavar="DIR", help="where the rendered files go (default: a temp dir; "
-                                                  "/dev/shm takes disk noise out of the comparison)")
+    ap.add_argument(
+        "--out",
+        metavar="DIR",
+        help="where the rendered files go (default: a temp dir; /dev/shm takes disk noise out of the comparison)",
+    )
     args = ap.parse_args()
     runs = max(3, args.runs)
 
@@ -105,16 +109,28 @@ def main() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
     def render_subprocess(out: Path) -> None:
-        subprocess.run([sys.executable, "-m", "gpupool", "render", str(spec), "--output-dir", str(out)], check=True,
-                       cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "gpupool", "render", str(spec), "--output-dir", str(out)],
+            check=True,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
 
     def baseline_subprocess(out: Path) -> None:
         subprocess.run([sys.executable, "-c", BASELINE_SCRIPT, str(pickled), str(out)], check=True, env=env)
 
-    times = interleaved({"render": render_in_process, "baseline": lambda out: dump_baseline(objects, out),
-                         "render-sub": render_subprocess, "baseline-sub": baseline_subprocess}, runs, out_root)
-    (r_in, r_in_all), (b_in, b_in_all), (r_sub, r_sub_all), (b_sub, b_sub_all) = (
-        (min(v), v) for v in times.values())
+    times = interleaved(
+        {
+            "render": render_in_process,
+            "baseline": lambda out: dump_baseline(objects, out),
+            "render-sub": render_subprocess,
+            "baseline-sub": baseline_subprocess,
+        },
+        runs,
+        out_root,
+    )
+    (r_in, r_in_all), (b_in, b_in_all), (r_sub, r_sub_all), (b_sub, b_sub_all) = ((min(v), v) for v in times.values())
 
     # Breakdown of the in-process render (best of N per step).
     steps = {"load+validate": [], "build": [], "dump YAML": [], "write files": []}
@@ -136,16 +152,20 @@ def main() -> None:
             steps[key].append(dt)
 
     ms = lambda xs: ", ".join(f"{x * 1000:.0f}" for x in xs)  # noqa: E731
-    print(f"spec: {spec} ({args.tenants} tenants, {args.pools} pools): {len(objects)} objects, one file each; "
-          f"best of {runs}")
+    print(
+        f"spec: {spec} ({args.tenants} tenants, {args.pools} pools): {len(objects)} objects, one file each; "
+        f"best of {runs}"
+    )
     print(f"render, in-process    {r_in * 1000:8.1f} ms   (all: {ms(r_in_all)})")
     print(f"C dumper, in-process  {b_in * 1000:8.1f} ms   (all: {ms(b_in_all)})")
     print(f"  ratio {r_in / b_in:.2f}x")
     print(f"render, subprocess    {r_sub * 1000:8.1f} ms   (all: {ms(r_sub_all)})")
     print(f"C dumper, subprocess  {b_sub * 1000:8.1f} ms   (all: {ms(b_sub_all)})")
     print(f"  ratio {r_sub / b_sub:.2f}x")
-    print("render breakdown (in-process, best of N per step): "
-          + " + ".join(f"{k} {min(v) * 1000:.1f} ms" for k, v in steps.items()))
+    print(
+        "render breakdown (in-process, best of N per step): "
+        + " + ".join(f"{k} {min(v) * 1000:.1f} ms" for k, v in steps.items())
+    )
     shutil.rmtree(out_root, ignore_errors=True)
     tmp.cleanup()
 

@@ -10,6 +10,7 @@ C-loader parse, in both layouts.
 
 The script also checks that validation succeeded (exit 0) and that Pulumi was never imported.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,17 +29,42 @@ TARGET = 2.0
 # (gpu model, gpus per node, sharing block, advertised resource -> units per node)
 POOL_KINDS = [
     ("exclusive", "H100-80GB", 8, None, {"nvidia.com/gpu": 8}),
-    ("mig", "A100-80GB", 8, {"mig": {"preset": "all-balanced"}},
-     {"nvidia.com/mig-1g.10gb": 16, "nvidia.com/mig-2g.20gb": 8, "nvidia.com/mig-3g.40gb": 8}),
-    ("mig", "H100-80GB", 8, {"mig": {"perGpu": [{"gpus": [0, 1, 2, 3], "layout": {"3g.40gb": 2}},
-                                                {"gpus": [4, 5, 6, 7], "preset": "all-1g.10gb"}]}},
-     {"nvidia.com/mig-3g.40gb": 8, "nvidia.com/mig-1g.10gb": 28}),
+    (
+        "mig",
+        "A100-80GB",
+        8,
+        {"mig": {"preset": "all-balanced"}},
+        {"nvidia.com/mig-1g.10gb": 16, "nvidia.com/mig-2g.20gb": 8, "nvidia.com/mig-3g.40gb": 8},
+    ),
+    (
+        "mig",
+        "H100-80GB",
+        8,
+        {
+            "mig": {
+                "perGpu": [
+                    {"gpus": [0, 1, 2, 3], "layout": {"3g.40gb": 2}},
+                    {"gpus": [4, 5, 6, 7], "preset": "all-1g.10gb"},
+                ]
+            }
+        },
+        {"nvidia.com/mig-3g.40gb": 8, "nvidia.com/mig-1g.10gb": 28},
+    ),
     ("time-sliced", "L4", 4, {"timeSlicing": {"replicas": 4}}, {"nvidia.com/gpu.shared": 16}),
-    ("mig+ts", "A100-40GB", 8, {"mig": {"preset": "all-balanced"}, "timeSlicing": {"replicas": 2}},
-     {"nvidia.com/mig-1g.5gb.shared": 32, "nvidia.com/mig-2g.10gb.shared": 16, "nvidia.com/mig-3g.20gb.shared": 16}),
+    (
+        "mig+ts",
+        "A100-40GB",
+        8,
+        {"mig": {"preset": "all-balanced"}, "timeSlicing": {"replicas": 2}},
+        {"nvidia.com/mig-1g.5gb.shared": 32, "nvidia.com/mig-2g.10gb.shared": 16, "nvidia.com/mig-3g.20gb.shared": 16},
+    ),
 ]
-SHARED = {"nvidia.com/gpu.shared", "nvidia.com/mig-1g.5gb.shared", "nvidia.com/mig-2g.10gb.shared",
-          "nvidia.com/mig-3g.20gb.shared"}
+SHARED = {
+    "nvidia.com/gpu.shared",
+    "nvidia.com/mig-1g.5gb.shared",
+    "nvidia.com/mig-2g.10gb.shared",
+    "nvidia.com/mig-3g.20gb.shared",
+}
 
 
 def generate(n_tenants: int, n_pools: int) -> dict:
@@ -46,16 +72,23 @@ def generate(n_tenants: int, n_pools: int) -> dict:
     for i in range(n_pools):
         kind, gpu, per_node, sharing, res = POOL_KINDS[i % len(POOL_KINDS)]
         nodes = [f"{kind.replace('+', '-')}-{i:03d}-{k}" for k in range(4)]
-        pool = {"name": f"pool-{i:03d}-{kind.replace('+', '-')}", "gpu": gpu, "gpusPerNode": per_node,
-                "nodes": nodes, "pricePerGpuHour": 2.5}
+        pool = {
+            "name": f"pool-{i:03d}-{kind.replace('+', '-')}",
+            "gpu": gpu,
+            "gpusPerNode": per_node,
+            "nodes": nodes,
+            "pricePerGpuHour": 2.5,
+        }
         if sharing:
             pool["sharing"] = sharing
         pools.append(pool)
         for name, units in res.items():
             capacity[name] = capacity.get(name, 0) + units * len(nodes)
-    tiers = [{"name": "production", "priority": 100000, "isolation": "dedicated"},
-             {"name": "standard", "priority": 10000},
-             {"name": "batch", "priority": 1000, "preemptionPolicy": "Never"}]
+    tiers = [
+        {"name": "production", "priority": 100000, "isolation": "dedicated"},
+        {"name": "standard", "priority": 10000},
+        {"name": "batch", "priority": 1000, "preemptionPolicy": "Never"},
+    ]
     left = dict(capacity)
     tenants = []
     resources = sorted(capacity)
@@ -69,19 +102,31 @@ def generate(n_tenants: int, n_pools: int) -> dict:
             if left[r] >= want:
                 gpus[r] = gpus.get(r, 0) + want
                 left[r] -= want
-        tenant = {"name": f"team-{t:04d}", "tier": tier, "gpus": gpus,
-                  "compute": {"cpu": str(16 + t % 48), "memory": f"{64 + t % 192}Gi"},
-                  "containerDefaults": {"requests": {"cpu": "500m", "memory": "1Gi"},
-                                        "limits": {"cpu": "2", "memory": "4Gi"}},
-                  "owners": [f"team-{t:04d}-admins"], "costCenter": f"cc-{1000 + t}",
-                  "labels": {"business-unit": f"bu-{t % 12}"}}
+        tenant = {
+            "name": f"team-{t:04d}",
+            "tier": tier,
+            "gpus": gpus,
+            "compute": {"cpu": str(16 + t % 48), "memory": f"{64 + t % 192}Gi"},
+            "containerDefaults": {
+                "requests": {"cpu": "500m", "memory": "1Gi"},
+                "limits": {"cpu": "2", "memory": "4Gi"},
+            },
+            "owners": [f"team-{t:04d}-admins"],
+            "costCenter": f"cc-{1000 + t}",
+            "labels": {"business-unit": f"bu-{t % 12}"},
+        }
         if t % 97 == 0:
             tenant["offboarded"] = True
         tenants.append(tenant)
-    return {"apiVersion": "gpupool.dev/v1alpha1", "kind": "GpuPlatform",
-            "cluster": {"name": "bench", "gpuOperator": {"chartVersion": "v26.7.0"}},
-            "oversubscription": {"maxRatio": 1.0, "perResource": {"nvidia.com/gpu.shared": 1.5}},
-            "nodePools": pools, "tiers": tiers, "tenants": tenants}
+    return {
+        "apiVersion": "gpupool.dev/v1alpha1",
+        "kind": "GpuPlatform",
+        "cluster": {"name": "bench", "gpuOperator": {"chartVersion": "v26.7.0"}},
+        "oversubscription": {"maxRatio": 1.0, "perResource": {"nvidia.com/gpu.shared": 1.5}},
+        "nodePools": pools,
+        "tiers": tiers,
+        "tenants": tenants,
+    }
 
 
 def run(cmd: list[str]) -> tuple[float, subprocess.CompletedProcess]:
@@ -127,9 +172,11 @@ def write_tenant_dir(out_dir: Path, spec: dict) -> Path:
 
 
 # The bare baseline for the tenant directory: the spec and every tenant file, C loader, one interpreter.
-LOAD_DIR = ("import yaml,sys,os; d=os.path.join(os.path.dirname(sys.argv[1]),'tenants'); "
-            "yaml.load(open(sys.argv[1]), Loader=yaml.CSafeLoader); "
-            "[yaml.load(open(os.path.join(d,f)), Loader=yaml.CSafeLoader) for f in sorted(os.listdir(d))]")
+LOAD_DIR = (
+    "import yaml,sys,os; d=os.path.join(os.path.dirname(sys.argv[1]),'tenants'); "
+    "yaml.load(open(sys.argv[1]), Loader=yaml.CSafeLoader); "
+    "[yaml.load(open(os.path.join(d,f)), Loader=yaml.CSafeLoader) for f in sorted(os.listdir(d))]"
+)
 LOAD_ONE = "import yaml,sys; yaml.load(open(sys.argv[1]), Loader=yaml.CSafeLoader)"
 
 
@@ -158,17 +205,23 @@ def main() -> int:
         out_dir = Path(args.keep or tmp)
         out_dir.mkdir(parents=True, exist_ok=True)
         data = generate(args.tenants, args.pools)
-        layouts = [("one file", write_single(out_dir, data), LOAD_ONE),
-                   (f"spec + {args.tenants} tenant files", write_tenant_dir(out_dir, data), LOAD_DIR)]
-        print(f"spec: {args.tenants} tenants, {args.pools} pools; CPU time (user+sys), best of {args.repeats}, "
-              "fresh interpreters")
+        layouts = [
+            ("one file", write_single(out_dir, data), LOAD_ONE),
+            (f"spec + {args.tenants} tenant files", write_tenant_dir(out_dir, data), LOAD_DIR),
+        ]
+        print(
+            f"spec: {args.tenants} tenants, {args.pools} pools; CPU time (user+sys), best of {args.repeats}, "
+            "fresh interpreters"
+        )
         for name, spec, load_code in layouts:
             t_validate, t_load = measure(spec, load_code, args.repeats)
             ratio = t_validate / t_load
             ok = ok and ratio <= TARGET
-            print(f"{name:>28}: yaml.load (CSafeLoader) {t_load * 1000:7.1f} ms, gpupool validate "
-                  f"{t_validate * 1000:7.1f} ms, ratio {ratio:.2f}x (target <= {TARGET:g}x: "
-                  f"{'ok' if ratio <= TARGET else 'OVER'})")
+            print(
+                f"{name:>28}: yaml.load (CSafeLoader) {t_load * 1000:7.1f} ms, gpupool validate "
+                f"{t_validate * 1000:7.1f} ms, ratio {ratio:.2f}x (target <= {TARGET:g}x: "
+                f"{'ok' if ratio <= TARGET else 'OVER'})"
+            )
     print("pulumi imported by validate: no")
     return 0 if ok else 1
 

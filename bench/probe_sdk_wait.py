@@ -14,6 +14,7 @@ how many pending Outputs in all (the quadratic part), plus this process's CPU ti
 * ``base``: the same with that hook replaced by a no-op (what a plain synchronous program does).
 Not a benchmark with a ratio; it explains the program CPU that bench_e2e.py's CPU split reports.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -82,8 +83,11 @@ def main() -> int:
                 STATS.clear()
                 t0, c0 = time.perf_counter(), time.process_time()
                 getattr(stack.stack, op)(on_output=lambda _: None, color="never")
-                print(f"{args.tenants} tenants [{side}] {op}: {time.perf_counter() - t0:.1f} s wall, "
-                      f"{time.process_time() - c0:.1f} s CPU of this process, {STATS}", flush=True)
+                print(
+                    f"{args.tenants} tenants [{side}] {op}: {time.perf_counter() - t0:.1f} s wall, "
+                    f"{time.process_time() - c0:.1f} s CPU of this process, {STATS}",
+                    flush=True,
+                )
             stack.close()
         finally:
             cp.stop()

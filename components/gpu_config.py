@@ -4,6 +4,7 @@ Both update in place (the provider sets enableConfigMapMutable), so an edit prev
 diff of the embedded YAML instead of a delete-and-recreate that briefly removes the config. The
 operator restarts the readers because their env carries a hash of this content (see manifests.py).
 """
+
 from __future__ import annotations
 
 import pulumi
@@ -14,8 +15,14 @@ from .k8s_objects import Registry
 
 
 class MigConfig(pulumi.ComponentResource):
-    def __init__(self, name: str, config_map: Desired, pool_configs: dict[str, str], registry: Registry,
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self,
+        name: str,
+        config_map: Desired,
+        pool_configs: dict[str, str],
+        registry: Registry,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
         super().__init__("gpupool:gpu:MigConfig", name, None, opts)
         registry.register(config_map, self)
         self.config_name = config_map.manifest["metadata"]["name"]
@@ -24,11 +31,18 @@ class MigConfig(pulumi.ComponentResource):
 
 
 class DevicePluginConfig(pulumi.ComponentResource):
-    def __init__(self, name: str, config_map: Desired, pool_configs: dict[str, str], registry: Registry,
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self,
+        name: str,
+        config_map: Desired,
+        pool_configs: dict[str, str],
+        registry: Registry,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
         super().__init__("gpupool:gpu:DevicePluginConfig", name, None, opts)
         registry.register(config_map, self)
         self.config_name = config_map.manifest["metadata"]["name"]
         self.pool_configs = pool_configs
-        self.register_outputs({"configMap": self.config_name, "keys": sorted(config_map.manifest["data"]),
-                               "poolConfigs": pool_configs})
+        self.register_outputs(
+            {"configMap": self.config_name, "keys": sorted(config_map.manifest["data"]), "poolConfigs": pool_configs}
+        )

@@ -3,6 +3,7 @@
 Two steps because the MIG and device-plugin ConfigMaps live in the operator namespace and the chart
 must only be installed once they exist: construct (namespace), then `install` (chart).
 """
+
 from __future__ import annotations
 
 import pulumi
@@ -14,8 +15,7 @@ from .k8s_objects import Registry
 
 
 class GpuOperator(pulumi.ComponentResource):
-    def __init__(self, name: str, namespace: Desired, registry: Registry,
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, namespace: Desired, registry: Registry, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpupool:gpu:GpuOperator", name, None, opts)
         self._registry = registry
         self.namespace_resource = registry.register(namespace, self)
@@ -33,6 +33,5 @@ class GpuOperator(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=self._registry.depends(chart)),
         )
         self._registry.resources[chart.name] = release
-        self.register_outputs({"namespace": self.namespace, "chart": chart.chart,
-                               "chartVersion": chart.version or ""})
+        self.register_outputs({"namespace": self.namespace, "chart": chart.chart, "chartVersion": chart.version or ""})
         return release

@@ -6,6 +6,7 @@ addition is Pulumi's own (`pulumi_only`): the provider reads `pulumi.com/patchFo
 resource's annotations (it is Pulumi's force-conflicts; with kubectl that is `--force-conflicts`), so it
 belongs here and never in the rendered YAML; so does `pulumi.com/waitFor` (the MIG rollout's waits).
 """
+
 from __future__ import annotations
 
 import copy
@@ -28,10 +29,16 @@ _CLASSES: dict[tuple[str, str, bool], Callable] = {
     ("scheduling.k8s.io/v1", "PriorityClass", False): k8s.scheduling.v1.PriorityClass,
     ("rbac.authorization.k8s.io/v1", "ClusterRole", False): k8s.rbac.v1.ClusterRole,
     ("rbac.authorization.k8s.io/v1", "RoleBinding", False): k8s.rbac.v1.RoleBinding,
-    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", False):
-        k8s.admissionregistration.v1.ValidatingAdmissionPolicy,
-    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", False):
-        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding,
+    (
+        "admissionregistration.k8s.io/v1",
+        "ValidatingAdmissionPolicy",
+        False,
+    ): k8s.admissionregistration.v1.ValidatingAdmissionPolicy,
+    (
+        "admissionregistration.k8s.io/v1",
+        "ValidatingAdmissionPolicyBinding",
+        False,
+    ): k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding,
 }
 
 
@@ -87,9 +94,13 @@ class Registry:
         if obj.timeout_seconds:
             t = f"{obj.timeout_seconds}s"
             timeouts = pulumi.CustomTimeouts(create=t, update=t)
-        opts = pulumi.ResourceOptions(parent=parent, depends_on=self.depends(obj),
-                                      retain_on_delete=obj.retain_on_delete or None, custom_timeouts=timeouts,
-                                      ignore_changes=list(obj.ignore_changes) or None)
+        opts = pulumi.ResourceOptions(
+            parent=parent,
+            depends_on=self.depends(obj),
+            retain_on_delete=obj.retain_on_delete or None,
+            custom_timeouts=timeouts,
+            ignore_changes=list(obj.ignore_changes) or None,
+        )
         resource = cls(obj.name, opts=opts, **kwargs)
         self.resources[obj.name] = resource
         return resource

@@ -5,6 +5,7 @@ delete: removing a pool from the spec must not strip `nvidia.com/mig.config` fro
 the GPU Operator would then reconfigure MIG to all-disabled and evict every GPU workload there.
 Relabelling is always an explicit change of the spec, visible in `gpupool diff`.
 """
+
 from __future__ import annotations
 
 import pulumi
@@ -15,12 +16,18 @@ from .k8s_objects import Registry
 
 
 class NodePool(pulumi.ComponentResource):
-    def __init__(self, name: str, pool_name: str, patches: list[Desired], selector_labels: dict[str, str] | None,
-                 registry: Registry, opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self,
+        name: str,
+        pool_name: str,
+        patches: list[Desired],
+        selector_labels: dict[str, str] | None,
+        registry: Registry,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
         super().__init__("gpupool:gpu:NodePool", name, None, opts)
         for patch in patches:
             registry.register(patch, self)
         self.nodes = [p.manifest["metadata"]["name"] for p in patches]
         self.required_node_labels = selector_labels or {}
-        self.register_outputs({"pool": pool_name, "nodes": self.nodes,
-                               "requiredNodeLabels": self.required_node_labels})
+        self.register_outputs({"pool": pool_name, "nodes": self.nodes, "requiredNodeLabels": self.required_node_labels})

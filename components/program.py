@@ -3,6 +3,7 @@
 Validation happens before any resource is registered; an invalid spec stops the program with the same
 FILE:LINE:COL lines as `gpupool validate`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -31,8 +32,10 @@ def load_or_stop(spec_path: str) -> m.Spec:
         (pulumi.log.error if d.is_error else pulumi.log.warn)(d.render())
     if result.spec is None:
         errors = sum(d.is_error for d in diagnostics)
-        raise pulumi.RunError(f"{spec_path}: {errors} errors in the spec; nothing was registered "
-                              f"(run `gpupool validate {spec_path}` to see them)")
+        raise pulumi.RunError(
+            f"{spec_path}: {errors} errors in the spec; nothing was registered "
+            f"(run `gpupool validate {spec_path}` to see them)"
+        )
     return result.spec
 
 
@@ -64,14 +67,30 @@ def deploy(spec: m.Spec, k8s_provider: pulumi.ProviderResource, *, skip_await: b
     one = lambda comp, kind: next(o for o in parts[comp] if o.kind == kind)  # noqa: E731
 
     operator = GpuOperator("gpu-operator", one("operator", "Namespace"), registry, opts)
-    MigConfig("mig-config", one("mig-config", "ConfigMap"),
-              {p: c["migConfig"] for p, c in plan.pool_configs.items() if c["migConfig"]}, registry, opts)
-    DevicePluginConfig("device-plugin-config", one("device-plugin-config", "ConfigMap"),
-                       {p: c["devicePluginConfig"] for p, c in plan.pool_configs.items()}, registry, opts)
+    MigConfig(
+        "mig-config",
+        one("mig-config", "ConfigMap"),
+        {p: c["migConfig"] for p, c in plan.pool_configs.items() if c["migConfig"]},
+        registry,
+        opts,
+    )
+    DevicePluginConfig(
+        "device-plugin-config",
+        one("device-plugin-config", "ConfigMap"),
+        {p: c["devicePluginConfig"] for p, c in plan.pool_configs.items()},
+        registry,
+        opts,
+    )
     operator.install(plan.chart, skip_await=skip_await)
     for pool in spec.pools:
-        NodePool(f"pool-{pool.name}", pool.name, parts.get(f"pool:{pool.name}", []),
-                 plan.node_group_labels.get(pool.name), registry, opts)
+        NodePool(
+            f"pool-{pool.name}",
+            pool.name,
+            parts.get(f"pool:{pool.name}", []),
+            plan.node_group_labels.get(pool.name),
+            registry,
+            opts,
+        )
     PriorityTiers("tiers", parts.get("tiers", []), registry, opts)
     for tenant in spec.tenants:
         Tenant(f"tenant-{tenant.name}", tenant.name, parts[f"tenant:{tenant.name}"], registry, opts)
@@ -87,10 +106,17 @@ def stack_outputs(spec: m.Spec, plan: manifests.Plan) -> dict:
         "granted": {r.resource: r.granted for r in resources},
         "allowed": {r.resource: r.allowed for r in resources},
         "headroom": {r.resource: r.headroom for r in resources},
-        "tenants": {t.name: {"namespace": t.namespace, "tier": t.tier, "gpus": dict(t.gpus),
-                             "costCenter": t.cost_center or "", "offboarded": t.offboarded,
-                             "maxPerPod": spec.max_per_pod(t)}
-                    for t in spec.tenants},
+        "tenants": {
+            t.name: {
+                "namespace": t.namespace,
+                "tier": t.tier,
+                "gpus": dict(t.gpus),
+                "costCenter": t.cost_center or "",
+                "offboarded": t.offboarded,
+                "maxPerPod": spec.max_per_pod(t),
+            }
+            for t in spec.tenants
+        },
         "poolConfigs": plan.pool_configs,
         "nodeGroupLabels": plan.node_group_labels,
     }

@@ -1,4 +1,5 @@
 """PriorityTiers: one PriorityClass per tier."""
+
 from __future__ import annotations
 
 import pulumi
@@ -9,8 +10,9 @@ from .k8s_objects import Registry
 
 
 class PriorityTiers(pulumi.ComponentResource):
-    def __init__(self, name: str, classes: list[Desired], registry: Registry,
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self, name: str, classes: list[Desired], registry: Registry, opts: pulumi.ResourceOptions | None = None
+    ):
         super().__init__("gpupool:tenancy:PriorityTiers", name, None, opts)
         for obj in classes:
             registry.register(obj, self)

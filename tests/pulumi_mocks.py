@@ -1,4 +1,5 @@
 """Run the real gpupool Pulumi program under Pulumi's mocks and collect what it registers."""
+
 from __future__ import annotations
 
 import json
@@ -28,13 +29,18 @@ class RecordingMonitor(pulumi.runtime.mocks.MockMonitor):
     def RegisterResource(self, request):
         response = super().RegisterResource(request)
         self.requests[f"{request.type}::{request.name}"] = {
-            "type": request.type, "urn": response.urn, "parent": request.parent,
+            "type": request.type,
+            "urn": response.urn,
+            "parent": request.parent,
             "retainOnDelete": request.retainOnDelete if request.HasField("retainOnDelete") else None,
             "protect": request.protect if request.HasField("protect") else None,
             "dependencies": list(request.dependencies),
             "ignoreChanges": list(request.ignoreChanges),
-            "customTimeouts": ({"create": request.customTimeouts.create, "update": request.customTimeouts.update}
-                               if request.HasField("customTimeouts") else None),
+            "customTimeouts": (
+                {"create": request.customTimeouts.create, "update": request.customTimeouts.update}
+                if request.HasField("customTimeouts")
+                else None
+            ),
         }
         return response
 

@@ -11,6 +11,7 @@ not a case). Every expected diagnostic must be reported with exactly that file, 
 rule id (GP123), every diagnostic must carry a registered rule id, and `gpupool validate` must exit 1 without a
 traceback.
 """
+
 from __future__ import annotations
 
 import re
@@ -23,8 +24,10 @@ from gpupool.rules.engine import validate_file
 from gpupool.rules.registry import RULES
 
 CORPUS = Path(__file__).resolve().parent / "bad_specs"
-EXPECT = re.compile(r"^# expect: (?:(?P<file>[^\s:]+):)?(?P<line>\d+):(?P<col>\d+) (?P<severity>error|warning) "
-                    r"(?P<rule>GP\d{3}): (?P<message>.+)$")
+EXPECT = re.compile(
+    r"^# expect: (?:(?P<file>[^\s:]+):)?(?P<line>\d+):(?P<col>\d+) (?P<severity>error|warning) "
+    r"(?P<rule>GP\d{3}): (?P<message>.+)$"
+)
 
 
 def _cases() -> list[Path]:
@@ -73,12 +76,20 @@ def test_bad_spec_reports_expected_diagnostics(spec: Path):
     assert result.spec is None, "a bad spec must not produce a model"
     for exp in expectations:
         file = exp["file"] or spec.name
-        hits = [d for d in diagnostics
-                if d.location.file == file and d.location.line == int(exp["line"])
-                and d.location.column == int(exp["col"]) and d.severity == exp["severity"]
-                and d.rule == exp["rule"] and exp["message"] in d.render()]
-        assert hits, (f"expected {file}:{exp['line']}:{exp['col']} {exp['severity']} {exp['rule']}: {exp['message']}"
-                      f"\ngot:\n{rendered}")
+        hits = [
+            d
+            for d in diagnostics
+            if d.location.file == file
+            and d.location.line == int(exp["line"])
+            and d.location.column == int(exp["col"])
+            and d.severity == exp["severity"]
+            and d.rule == exp["rule"]
+            and exp["message"] in d.render()
+        ]
+        assert hits, (
+            f"expected {file}:{exp['line']}:{exp['col']} {exp['severity']} {exp['rule']}: {exp['message']}"
+            f"\ngot:\n{rendered}"
+        )
     for d in diagnostics:
         assert d.location.line >= 1 and d.location.column >= 1 and d.message
         assert d.rule in RULES, f"diagnostic without a registered rule id: {d.render()}"

@@ -1,4 +1,5 @@
 """CLI conventions shared by every command (README "CLI conventions")."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,10 +15,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-@pytest.mark.parametrize("argv,expected", [
-    ([], "text"), (["-o", "json"], "json"), (["--output", "json"], "json"), (["--output=json"], "json"),
-    (["-ojson"], "json"), (["--format", "json"], "json"), (["--format=json"], "json"),
-])
+@pytest.mark.parametrize(
+    "argv,expected",
+    [
+        ([], "text"),
+        (["-o", "json"], "json"),
+        (["--output", "json"], "json"),
+        (["--output=json"], "json"),
+        (["-ojson"], "json"),
+        (["--format", "json"], "json"),
+        (["--format=json"], "json"),
+    ],
+)
 def test_output_flag_and_hidden_format_alias(argv, expected):
     assert _parser().parse_args(argv).output == expected
 
@@ -68,13 +77,19 @@ def test_stack_path_is_relative_to_the_project_not_the_cwd(project, monkeypatch)
     assert Path(stack_spec("prod")).resolve() == (project / "stacks/prod/spec.yaml").resolve()
 
 
-@pytest.mark.parametrize("setup,stack,message", [
-    (lambda p: None, "qa", "no stacks/Pulumi.qa.yaml; stacks: dev, prod"),
-    (lambda p: (p / "stacks/Pulumi.dev.yaml").write_text("config:\n  gpupool:kubeconfig: x\n"), "dev",
-     "no gpupool:spec setting"),
-    (lambda p: (p / "Pulumi.yaml").unlink(), "dev", "no Pulumi.yaml"),
-    (lambda p: None, "../etc", "give a stack name"),
-])
+@pytest.mark.parametrize(
+    "setup,stack,message",
+    [
+        (lambda p: None, "qa", "no stacks/Pulumi.qa.yaml; stacks: dev, prod"),
+        (
+            lambda p: (p / "stacks/Pulumi.dev.yaml").write_text("config:\n  gpupool:kubeconfig: x\n"),
+            "dev",
+            "no gpupool:spec setting",
+        ),
+        (lambda p: (p / "Pulumi.yaml").unlink(), "dev", "no Pulumi.yaml"),
+        (lambda p: None, "../etc", "give a stack name"),
+    ],
+)
 def test_stack_errors_say_what_is_missing(project, setup, stack, message):
     setup(project)
     with pytest.raises(SpecNotFound) as exc:
@@ -134,12 +149,19 @@ import sys  # noqa: E402
 def _gpupool(*argv, env=None, **kw):
     full = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "PYTHONIOENCODING", "PYTHONUTF8")}
     full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "gpupool", *argv], capture_output=True, cwd=REPO, env=full,
-                          timeout=120, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "gpupool", *argv], capture_output=True, cwd=REPO, env=full, timeout=120, **kw
+    )
 
 
-@pytest.mark.parametrize("env", [{"PYTHONIOENCODING": "ascii"}, {"PYTHONIOENCODING": "latin-1"},
-                                 {"LANG": "C", "LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}])
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"PYTHONIOENCODING": "ascii"},
+        {"PYTHONIOENCODING": "latin-1"},
+        {"LANG": "C", "LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"},
+    ],
+)
 def test_ascii_fallback_when_stdout_cannot_encode(env):
     r = _gpupool("mig", "suggest", "--stack", "dev", "--pool", "a100-mig", env=env)
     assert r.returncode == 0, r.stderr
@@ -178,8 +200,13 @@ def _on_a_terminal(env):
     master, slave = pty.openpty()
     full = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     full.update(env, TERM="xterm")
-    p = subprocess.Popen([sys.executable, "-m", "gpupool", "validate", "tests/bad_specs/tenant-unknown-tier.yaml"],
-                         cwd=REPO, env=full, stdout=subprocess.DEVNULL, stderr=slave)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "gpupool", "validate", "tests/bad_specs/tenant-unknown-tier.yaml"],
+        cwd=REPO,
+        env=full,
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+    )
     os.close(slave)
     chunks = []
     while True:

@@ -6,6 +6,7 @@ The generator leans on the names that collided before: pools named like the devi
 node names up to the 253 characters Kubernetes allows, per-GPU MIG layouts whose readable names coincide,
 and whole numbers written as floats (4.0).
 """
+
 from __future__ import annotations
 
 import re
@@ -41,8 +42,9 @@ def node_names(draw):
         return draw(st.sampled_from(TRICKY_NODES))
     if kind == "short":
         return draw(_label(20))
-    parts = draw(st.lists(st.sampled_from(["n" * 63, "node-" + "x" * 50, "zone-a", "cluster", "local"]),
-                          min_size=2, max_size=4))
+    parts = draw(
+        st.lists(st.sampled_from(["n" * 63, "node-" + "x" * 50, "zone-a", "cluster", "local"]), min_size=2, max_size=4)
+    )
     return ".".join(parts)[:253].strip(".-") or "n"
 
 
@@ -75,8 +77,9 @@ def sharing(draw, gpus: int):
 
 @st.composite
 def specs(draw):
-    pool_names = draw(st.lists(st.one_of(st.sampled_from(TRICKY_POOLS), _label(20)), min_size=1, max_size=4,
-                               unique=True))
+    pool_names = draw(
+        st.lists(st.one_of(st.sampled_from(TRICKY_POOLS), _label(20)), min_size=1, max_size=4, unique=True)
+    )
     used_nodes: set[str] = set()
     pools = []
     for i, name in enumerate(pool_names):
@@ -84,7 +87,9 @@ def specs(draw):
         model, share = draw(sharing(gpus))
         pool: dict = {"name": name, "gpu": model, "gpusPerNode": float(gpus) if draw(st.booleans()) else gpus}
         if draw(st.booleans()):
-            nodes = [n for n in draw(st.lists(node_names(), min_size=1, max_size=3, unique=True)) if n not in used_nodes]
+            nodes = [
+                n for n in draw(st.lists(node_names(), min_size=1, max_size=3, unique=True)) if n not in used_nodes
+            ]
             nodes = nodes or [f"fallback-{i}"]
             used_nodes.update(nodes)
             pool["nodes"] = nodes
@@ -95,13 +100,25 @@ def specs(draw):
             pool["sharing"] = share
         pools.append(pool)
     tiers = [{"name": "high", "priority": 1000}, {"name": "low", "priority": 10}]
-    tenant_names = draw(st.lists(st.one_of(st.sampled_from(["exclusive", "a", "a-b", "pool-a", "tenant-x"]),
-                                           _label(30)), max_size=4, unique=True))
-    tenants = [{"name": n, "tier": draw(st.sampled_from(["high", "low"])),
-                "owners": [draw(st.sampled_from(["team", "group:oidc:team", "serviceaccount:ci:deployer"]))],
-                "ownerRole": draw(st.sampled_from(["admin", "edit", "view"]))} for n in tenant_names]
+    tenant_names = draw(
+        st.lists(
+            st.one_of(st.sampled_from(["exclusive", "a", "a-b", "pool-a", "tenant-x"]), _label(30)),
+            max_size=4,
+            unique=True,
+        )
+    )
+    tenants = [
+        {
+            "name": n,
+            "tier": draw(st.sampled_from(["high", "low"])),
+            "owners": [draw(st.sampled_from(["team", "group:oidc:team", "serviceaccount:ci:deployer"]))],
+            "ownerRole": draw(st.sampled_from(["admin", "edit", "view"])),
+        }
+        for n in tenant_names
+    ]
     mixed = any("mig" in (p.get("sharing") or {}) for p in pools) or not any(
-        "mps" in (p.get("sharing") or {}) for p in pools)
+        "mps" in (p.get("sharing") or {}) for p in pools
+    )
     if not mixed:
         cluster = {"name": "prop", "migStrategy": "none"}
     else:
@@ -109,8 +126,15 @@ def specs(draw):
         for p in pools:  # MPS needs migStrategy none; keep mixed and time-slice instead
             if "mps" in (p.get("sharing") or {}):
                 p["sharing"] = {"timeSlicing": p["sharing"]["mps"]}
-    return {"apiVersion": "gpupool.dev/v1alpha1", "kind": "GpuPlatform", "cluster": cluster, "nodePools": pools,
-            "tiers": tiers, "tenants": tenants, "oversubscription": {"maxRatio": 2.0}}
+    return {
+        "apiVersion": "gpupool.dev/v1alpha1",
+        "kind": "GpuPlatform",
+        "cluster": cluster,
+        "nodePools": pools,
+        "tiers": tiers,
+        "tenants": tenants,
+        "oversubscription": {"maxRatio": 2.0},
+    }
 
 
 def _labels_valid(labels: dict) -> None:
@@ -175,8 +199,9 @@ def _mig_entries_by_name(spec, plan) -> None:
         assert all(e == entries[0] for e in entries), f"MIG config {name} stands for two layouts"
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                    HealthCheck.too_slow])
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(data=specs())
 def test_derived_names_are_unique_and_valid_and_render_and_plan_never_crash(tmp_path_factory, data):
     directory = tmp_path_factory.mktemp("prop")
@@ -189,8 +214,12 @@ def test_derived_names_are_unique_and_valid_and_render_and_plan_never_crash(tmp_
     check_derived_names(plan)
     _mig_entries_by_name(result.spec, plan)
     capacity = planning.compute(result.spec)
-    for fmt in (present_plan.format_table, present_plan.format_markdown, present_plan.format_json,
-                present_plan.format_csv):
+    for fmt in (
+        present_plan.format_table,
+        present_plan.format_markdown,
+        present_plan.format_json,
+        present_plan.format_csv,
+    ):
         assert fmt(capacity)
     documents = render.render_documents(plan)
     written = render.write(documents, directory / "out")
@@ -201,14 +230,24 @@ def test_names_that_collided_before_are_distinct(tmp_path):
     """pool "a-b" + node "c" and pool "a" + node "b-c" gave one Pulumi name; a pool named "exclusive" took
     over the default device-plugin key; a 253-character node name crashed render on its file name."""
     long_node = ".".join(["n" * 63] * 4)[:253]
-    data = {"apiVersion": "gpupool.dev/v1alpha1", "kind": "GpuPlatform", "cluster": {"name": "c"},
-            "nodePools": [
-                {"name": "a-b", "gpu": "L4", "gpusPerNode": 1, "nodes": ["c"]},
-                {"name": "a", "gpu": "L4", "gpusPerNode": 1, "nodes": ["b-c", long_node]},
-                {"name": "exclusive", "gpu": "L4", "gpusPerNode": 4, "nodes": ["n1"],
-                 "sharing": {"timeSlicing": {"replicas": 4}}}],
-            "tiers": [{"name": "t", "priority": 1}],
-            "tenants": [{"name": "x", "tier": "t", "owners": ["g"], "gpus": {"nvidia.com/gpu": 3}}]}
+    data = {
+        "apiVersion": "gpupool.dev/v1alpha1",
+        "kind": "GpuPlatform",
+        "cluster": {"name": "c"},
+        "nodePools": [
+            {"name": "a-b", "gpu": "L4", "gpusPerNode": 1, "nodes": ["c"]},
+            {"name": "a", "gpu": "L4", "gpusPerNode": 1, "nodes": ["b-c", long_node]},
+            {
+                "name": "exclusive",
+                "gpu": "L4",
+                "gpusPerNode": 4,
+                "nodes": ["n1"],
+                "sharing": {"timeSlicing": {"replicas": 4}},
+            },
+        ],
+        "tiers": [{"name": "t", "priority": 1}],
+        "tenants": [{"name": "x", "tier": "t", "owners": ["g"], "gpus": {"nvidia.com/gpu": 3}}],
+    }
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(data))
     result = validate_file(path, cwd=tmp_path)
@@ -226,15 +265,27 @@ def test_names_that_collided_before_are_distinct(tmp_path):
 
 def test_per_gpu_layouts_with_the_same_readable_name_get_different_config_names(tmp_path):
     """GPUs {0,1,2,5} and {0,2,3,4,5} both read "0-2-5" once "+" is made label-safe."""
+
     def pool(name, first):
         rest = [i for i in range(8) if i not in first]
-        return {"name": name, "gpu": "A100-80GB", "gpusPerNode": 8, "nodes": [f"{name}-1"],
-                "sharing": {"mig": {"perGpu": [{"gpus": first, "preset": "all-1g.10gb"},
-                                               {"gpus": rest, "layout": {"3g.40gb": 2}}]}}}
-    data = {"apiVersion": "gpupool.dev/v1alpha1", "kind": "GpuPlatform", "cluster": {"name": "c"},
-            "nodePools": [pool("p", [0, 1, 2, 5]), pool("q", [0, 2, 3, 4, 5])],
-            "tiers": [{"name": "t", "priority": 1}],
-            "tenants": [{"name": "x", "tier": "t", "owners": ["g"], "gpus": {"nvidia.com/mig-1g.10gb": 1}}]}
+        return {
+            "name": name,
+            "gpu": "A100-80GB",
+            "gpusPerNode": 8,
+            "nodes": [f"{name}-1"],
+            "sharing": {
+                "mig": {"perGpu": [{"gpus": first, "preset": "all-1g.10gb"}, {"gpus": rest, "layout": {"3g.40gb": 2}}]}
+            },
+        }
+
+    data = {
+        "apiVersion": "gpupool.dev/v1alpha1",
+        "kind": "GpuPlatform",
+        "cluster": {"name": "c"},
+        "nodePools": [pool("p", [0, 1, 2, 5]), pool("q", [0, 2, 3, 4, 5])],
+        "tiers": [{"name": "t", "priority": 1}],
+        "tenants": [{"name": "x", "tier": "t", "owners": ["g"], "gpus": {"nvidia.com/mig-1g.10gb": 1}}],
+    }
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(data))
     result = validate_file(path, cwd=tmp_path)

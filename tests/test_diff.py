@@ -1,4 +1,5 @@
 """gpupool diff: tenant onboarding/offboarding/removal, quota, MIG and time-slicing changes, exit codes, --base."""
+
 from __future__ import annotations
 
 import json
@@ -13,29 +14,61 @@ from gpupool.cli.main import main
 from gpupool.rules.engine import validate_file
 
 POOLS = [
-    {"name": "l4-shared", "gpu": "L4", "gpusPerNode": 4, "nodes": ["gpu-l4-1"], "pricePerGpuHour": 0.8,
-     "sharing": {"timeSlicing": {"replicas": 4}}},
-    {"name": "a100-mig", "gpu": "A100-80GB", "gpusPerNode": 4, "nodes": ["gpu-a100-1", "gpu-a100-2"],
-     "sharing": {"mig": {"preset": "all-balanced"}}},
-    {"name": "h100-sel", "gpu": "H100-80GB", "gpusPerNode": 8, "nodeSelector": {"pool": "h100"}, "nodeCount": 2,
-     "sharing": {"mig": {"preset": "all-1g.10gb"}}},
+    {
+        "name": "l4-shared",
+        "gpu": "L4",
+        "gpusPerNode": 4,
+        "nodes": ["gpu-l4-1"],
+        "pricePerGpuHour": 0.8,
+        "sharing": {"timeSlicing": {"replicas": 4}},
+    },
+    {
+        "name": "a100-mig",
+        "gpu": "A100-80GB",
+        "gpusPerNode": 4,
+        "nodes": ["gpu-a100-1", "gpu-a100-2"],
+        "sharing": {"mig": {"preset": "all-balanced"}},
+    },
+    {
+        "name": "h100-sel",
+        "gpu": "H100-80GB",
+        "gpusPerNode": 8,
+        "nodeSelector": {"pool": "h100"},
+        "nodeCount": 2,
+        "sharing": {"mig": {"preset": "all-1g.10gb"}},
+    },
 ]
 TENANTS = {
-    "inference": {"name": "inference", "tier": "production", "owners": ["oncall"], "costCenter": "cc-1",
-                  "gpus": {"nvidia.com/mig-3g.40gb": 4, "nvidia.com/mig-1g.10gb": 20}},
-    "notebooks": {"name": "notebooks", "tier": "standard", "owners": ["ds"],
-                  "gpus": {"nvidia.com/gpu.shared": 8, "nvidia.com/mig-1g.10gb": 8}},
+    "inference": {
+        "name": "inference",
+        "tier": "production",
+        "owners": ["oncall"],
+        "costCenter": "cc-1",
+        "gpus": {"nvidia.com/mig-3g.40gb": 4, "nvidia.com/mig-1g.10gb": 20},
+    },
+    "notebooks": {
+        "name": "notebooks",
+        "tier": "standard",
+        "owners": ["ds"],
+        "gpus": {"nvidia.com/gpu.shared": 8, "nvidia.com/mig-1g.10gb": 8},
+    },
 }
 
 
 def stack(root: Path, *, pools=None, tenants=None) -> Path:
     """A spec with one tenant file per tenant under tenants/."""
     root.mkdir(parents=True, exist_ok=True)
-    spec = {"apiVersion": "gpupool.dev/v1alpha1", "kind": "GpuPlatform", "cluster": {"name": "t"},
-            "nodePools": pools if pools is not None else POOLS,
-            "tiers": [{"name": "production", "priority": 1000, "isolation": "dedicated"},
-                      {"name": "standard", "priority": 100}],
-            "tenantFiles": ["tenants/"]}
+    spec = {
+        "apiVersion": "gpupool.dev/v1alpha1",
+        "kind": "GpuPlatform",
+        "cluster": {"name": "t"},
+        "nodePools": pools if pools is not None else POOLS,
+        "tiers": [
+            {"name": "production", "priority": 1000, "isolation": "dedicated"},
+            {"name": "standard", "priority": 100},
+        ],
+        "tenantFiles": ["tenants/"],
+    }
     (root / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     tdir = root / "tenants"
     if tdir.exists():
@@ -78,8 +111,13 @@ def test_no_changes(base, tmp_path, capsys):
 
 
 def test_onboarding_new_tenant_file(base, tmp_path, capsys):
-    new = {"name": "vision", "tier": "standard", "owners": ["cv"], "costCenter": "cc-7",
-           "gpus": {"nvidia.com/gpu.shared": 4}}
+    new = {
+        "name": "vision",
+        "tier": "standard",
+        "owners": ["cv"],
+        "costCenter": "cc-7",
+        "gpus": {"nvidia.com/gpu.shared": 4},
+    }
     head = stack(tmp_path / "head", tenants=with_tenants(vision=new))
     code, out, _ = run(capsys, base, head)
     assert code == 0
@@ -133,9 +171,10 @@ def test_quota_change(base, tmp_path, capsys):
 def test_mig_layout_change_names_evicted_nodes(base, tmp_path, capsys):
     pools = [dict(p) for p in POOLS]
     pools[1] = dict(pools[1], sharing={"mig": {"layout": {"3g.40gb": 2}}})
-    tenants = with_tenants(notebooks=dict(TENANTS["notebooks"], gpus={"nvidia.com/gpu.shared": 8}),
-                           inference=dict(TENANTS["inference"], gpus={"nvidia.com/mig-3g.40gb": 16,
-                                                                      "nvidia.com/mig-1g.10gb": 20}))
+    tenants = with_tenants(
+        notebooks=dict(TENANTS["notebooks"], gpus={"nvidia.com/gpu.shared": 8}),
+        inference=dict(TENANTS["inference"], gpus={"nvidia.com/mig-3g.40gb": 16, "nvidia.com/mig-1g.10gb": 20}),
+    )
     head = stack(tmp_path / "head", pools=pools, tenants=tenants)
     code, out, _ = run(capsys, base, head)
     assert code == 0, out
@@ -218,8 +257,13 @@ def test_json_format(base, tmp_path, capsys):
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args], cwd=repo,
-                          check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 def test_base_git_ref(tmp_path, capsys, monkeypatch):

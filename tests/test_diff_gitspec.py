@@ -1,5 +1,6 @@
 """gpupool diff --base: the base tree comes from `git ls-tree` + `git cat-file --batch` (not `git archive`):
 every tracked file, export-ignore or not; symlinks recreated, never followed here; bad encodings located."""
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,13 @@ from tests.test_diff import TENANTS, run, stack
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args], cwd=repo,
-                          check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 @pytest.fixture
@@ -120,8 +126,10 @@ def test_unknown_ref_exits_2(repo, capsys):
 
 
 def test_many_tenants_one_cat_file(repo, capsys):
-    tenants = {f"t{i:03d}": {"name": f"t{i:03d}", "tier": "standard", "owners": ["g"],
-                             "gpus": {"nvidia.com/gpu.shared": 0}} for i in range(200)}
+    tenants = {
+        f"t{i:03d}": {"name": f"t{i:03d}", "tier": "standard", "owners": ["g"], "gpus": {"nvidia.com/gpu.shared": 0}}
+        for i in range(200)
+    }
     stack(repo / "stacks" / "dev", tenants={**TENANTS, **tenants})
     _commit(repo)
     code, out, err = run(capsys, "--base", "HEAD", "stacks/dev/spec.yaml", "--exit-code")

@@ -2,6 +2,7 @@
 
 A tenant whose file failed to load (or that failed validation) is unreadable/invalid, never "removed", and
 nothing derived from an invalid part (its namespace, quotas, a PriorityClass) is listed as a change."""
+
 from __future__ import annotations
 
 import json
@@ -167,22 +168,40 @@ def test_invalid_pool_in_head_is_compared_as_base(base, tmp_path, capsys):
 
 # -- fits GitHub: the comment is cut, the summary never -------------------------------------------
 
+
 def _many(n: int, quota: int) -> dict:
-    return {f"team-{i:04d}": {"name": f"team-{i:04d}", "tier": "standard", "owners": [f"g{i}"],
-                              "gpus": {"nvidia.com/gpu.shared": quota}} for i in range(n)}
+    return {
+        f"team-{i:04d}": {
+            "name": f"team-{i:04d}",
+            "tier": "standard",
+            "owners": [f"g{i}"],
+            "gpus": {"nvidia.com/gpu.shared": quota},
+        }
+        for i in range(n)
+    }
 
 
 def test_thousand_tenant_change_fits_a_comment(tmp_path, capsys):
-    pools = [{"name": "l4", "gpu": "L4", "gpusPerNode": 8, "nodeSelector": {"pool": "l4"}, "nodeCount": 500,
-              "sharing": {"timeSlicing": {"replicas": 4}}}]
+    pools = [
+        {
+            "name": "l4",
+            "gpu": "L4",
+            "gpusPerNode": 8,
+            "nodeSelector": {"pool": "l4"},
+            "nodeCount": 500,
+            "sharing": {"timeSlicing": {"replicas": 4}},
+        }
+    ]
     base = stack(tmp_path / "base", pools=pools, tenants=_many(1000, 4))
     head = stack(tmp_path / "head", pools=pools, tenants=_many(1000, 6))
     full = tmp_path / "full.md"
     code, md, _ = run(capsys, base, head, "-o", "markdown", "--full-output", full)
     assert code == 0
     assert len(md) < 65_536, len(md)
-    assert "Plan: 0 tenants to onboard, 1000 to change, 0 to offboard, 0 to remove · 0 objects to add, " \
-           "1000 to change, 0 to delete" in md
+    assert (
+        "Plan: 0 tenants to onboard, 1000 to change, 0 to offboard, 0 to remove · 0 objects to add, "
+        "1000 to change, 0 to delete" in md
+    )
     assert "Cut to fit GitHub's 65,536-character comment limit" in md and "full.md" in md
     note = md.split("limit:** ")[1].split(";")[0]
     cut = {key: int(n) for n, key in re.findall(r"(\d+) (tenant changes|objects)", note)}

@@ -1,4 +1,5 @@
 """docs/diff-json.md documents every key `gpupool diff -o json` emits (on a diff that fills every list)."""
+
 from __future__ import annotations
 
 import json
@@ -27,9 +28,15 @@ def test_every_key_is_documented(base, tmp_path, capsys):
     pools = [dict(p) for p in POOLS]
     pools[0] = dict(pools[0], sharing={"timeSlicing": {"replicas": 5}})
     pools[1] = dict(pools[1], sharing={"mig": {"layout": {"3g.40gb": 2}}})
-    head = stack(tmp_path / "head", pools=pools, tenants=with_tenants(
-        notebooks=None, vision={"name": "vision", "tier": "nope", "owners": ["v"]},
-        inference=dict(TENANTS["inference"], gpus={"nvidia.com/mig-3g.40gb": 8})))
+    head = stack(
+        tmp_path / "head",
+        pools=pools,
+        tenants=with_tenants(
+            notebooks=None,
+            vision={"name": "vision", "tier": "nope", "owners": ["v"]},
+            inference=dict(TENANTS["inference"], gpus={"nvidia.com/mig-3g.40gb": 8}),
+        ),
+    )
     doc = json.loads(run(capsys, base, head, "-o", "json")[1])
     for key in ("tenants", "headroom", "mig", "devicePlugin", "configs", "objects", "unknown"):
         assert doc[key], key  # the example fills every list, so their keys are all seen

@@ -1,4 +1,5 @@
 """gpupool diff output contracts: --exit-code, -o/--format, camelCase JSON, unified config diffs, slice maps."""
+
 from __future__ import annotations
 
 import json
@@ -28,6 +29,7 @@ def test_output_flag_and_hidden_format_alias(base, tmp_path, capsys):
     import io
 
     from gpupool.cli.main import build_parser
+
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         try:
@@ -51,9 +53,14 @@ def _keys(value, out):
 def test_json_keys_are_camel_case(base, tmp_path, capsys):
     pools = [dict(p) for p in POOLS]
     pools[1] = dict(pools[1], sharing={"mig": {"layout": {"3g.40gb": 2}}})
-    head = stack(tmp_path / "head", pools=pools, tenants=with_tenants(
-        notebooks=dict(TENANTS["notebooks"], gpus={"nvidia.com/gpu.shared": 8}),
-        inference=dict(TENANTS["inference"], gpus={"nvidia.com/mig-3g.40gb": 8, "nvidia.com/mig-1g.10gb": 20})))
+    head = stack(
+        tmp_path / "head",
+        pools=pools,
+        tenants=with_tenants(
+            notebooks=dict(TENANTS["notebooks"], gpus={"nvidia.com/gpu.shared": 8}),
+            inference=dict(TENANTS["inference"], gpus={"nvidia.com/mig-3g.40gb": 8, "nvidia.com/mig-1g.10gb": 20}),
+        ),
+    )
     doc = json.loads(run(capsys, base, head, "-o", "json")[1])
     # every key gpupool chose is camelCase; the only others are data (resource names, labels) under known maps
     ours = {k for k in _keys(doc, set()) if "_" in k}
@@ -61,8 +68,11 @@ def test_json_keys_are_camel_case(base, tmp_path, capsys):
     assert doc["mig"][0]["groupsAfter"] == [{"gpus": [0, 1, 2, 3], "layout": {"3g.40gb": 2}}]
     assert doc["summary"]["poolsRelaidOut"] == 1
     assert {"severity", "rule", "file", "line", "column", "path", "message"} <= set(
-        (doc["head"]["diagnostics"] or [{"severity": 0, "rule": 0, "file": 0, "line": 0, "column": 0, "path": 0,
-                                         "message": 0}])[0])
+        (
+            doc["head"]["diagnostics"]
+            or [{"severity": 0, "rule": 0, "file": 0, "line": 0, "column": 0, "path": 0, "message": 0}]
+        )[0]
+    )
 
 
 def test_time_slicing_edit_is_a_unified_diff(base, tmp_path, capsys):
@@ -83,11 +93,20 @@ def test_time_slicing_edit_is_a_unified_diff(base, tmp_path, capsys):
 
 def test_mig_change_has_slice_maps_and_mig_parted_diff(base, tmp_path, capsys):
     pools = [dict(p) for p in POOLS]
-    pools[1] = dict(pools[1], sharing={"mig": {"perGpu": [{"gpus": [0, 1], "layout": {"3g.40gb": 2}},
-                                                          {"gpus": [2, 3], "preset": "all-balanced"}]}})
-    head = stack(tmp_path / "head", pools=pools, tenants=with_tenants(
-        notebooks=dict(TENANTS["notebooks"], gpus={"nvidia.com/gpu.shared": 8, "nvidia.com/mig-1g.10gb": 4}),
-        inference=dict(TENANTS["inference"], gpus={"nvidia.com/mig-3g.40gb": 6, "nvidia.com/mig-1g.10gb": 20})))
+    pools[1] = dict(
+        pools[1],
+        sharing={
+            "mig": {"perGpu": [{"gpus": [0, 1], "layout": {"3g.40gb": 2}}, {"gpus": [2, 3], "preset": "all-balanced"}]}
+        },
+    )
+    head = stack(
+        tmp_path / "head",
+        pools=pools,
+        tenants=with_tenants(
+            notebooks=dict(TENANTS["notebooks"], gpus={"nvidia.com/gpu.shared": 8, "nvidia.com/mig-1g.10gb": 4}),
+            inference=dict(TENANTS["inference"], gpus={"nvidia.com/mig-3g.40gb": 6, "nvidia.com/mig-1g.10gb": 20}),
+        ),
+    )
     code, out, err = run(capsys, base, head)
     assert code == 0, err
     maps = out.split("MIG slices, pool a100-mig")[1].split("\n\n")[0]
@@ -102,8 +121,10 @@ def test_mig_change_has_slice_maps_and_mig_parted_diff(base, tmp_path, capsys):
 def test_preview_file_is_a_collapsed_section_and_is_cut_to_fit(base, tmp_path, capsys):
     head = stack(tmp_path / "head", tenants=with_tenants(notebooks=None))
     preview = tmp_path / "preview.txt"
-    preview.write_text("".join(f"    ~ kubernetes:core/v1:ConfigMap cm-{i} update [diff: ~data]\n" for i in range(5000))
-                       + "```\n<details>@everyone\n")
+    preview.write_text(
+        "".join(f"    ~ kubernetes:core/v1:ConfigMap cm-{i} update [diff: ~data]\n" for i in range(5000))
+        + "```\n<details>@everyone\n"
+    )
     code, md, _ = run(capsys, base, head, "-o", "markdown", "--preview-file", preview)
     assert code == 0 and len(md) < 65_536
     section = md.split("<details><summary>pulumi preview --diff</summary>")[1].split("</details>")[0]

@@ -4,6 +4,7 @@ pinned `mermaid` package (tests/render/package-lock.json) in headless Chromium, 
 `make test` installs both (tests/render: `npm ci`; Chromium: .ci/run) and sets GPUPOOL_REQUIRE_RENDER=1, so
 there the test fails rather than skips when they are missing. Set GPUPOOL_SCREENSHOT_DIR to keep the
 screenshot (to look at it)."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,16 @@ from tests.test_diff import POOLS, TENANTS, base, run, stack, with_tenants  # no
 
 RENDER = Path(__file__).parent / "render"
 MERMAID_JS = RENDER / "node_modules" / "mermaid" / "dist" / "mermaid.min.js"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run", "--virtual-time-budget=20000"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--virtual-time-budget=20000",
+]
 BROKEN = 'xychart-beta\n  x-axis ["a", "b"\n  bar [1,\n'  # a control: the harness must see parse errors
 
 
@@ -43,7 +52,7 @@ def _page(diagrams: list[str], pre: list[str]) -> str:
     esc = lambda s: s.replace("&", "&amp;").replace("<", "&lt;")  # noqa: E731
     return f"""<!doctype html><html><head><meta charset="utf-8">
 <script src="{MERMAID_JS.as_uri()}"></script></head>
-<body style="background:white;width:1100px">{''.join(f'<pre style="font-size:13px">{esc(p)}</pre>' for p in pre)}
+<body style="background:white;width:1100px">{"".join(f'<pre style="font-size:13px">{esc(p)}</pre>' for p in pre)}
 <div id="out"></div><pre id="result">pending</pre>
 <script>
 const diagrams = {json.dumps(diagrams)};
@@ -72,14 +81,27 @@ def _render(chromium: str, tmp: Path, diagrams: list[str], pre: list[str]) -> tu
     page = tmp / "page.html"
     page.write_text(_page(diagrams, pre), encoding="utf-8")
     common = [chromium, *CHROMIUM_FLAGS]
-    dom = subprocess.run([*common, f"--user-data-dir={tmp / 'profile-dom'}", "--dump-dom", page.as_uri()],
-                         capture_output=True, text=True, timeout=180)
+    dom = subprocess.run(
+        [*common, f"--user-data-dir={tmp / 'profile-dom'}", "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     found = re.search(r"RESULT:([A-Za-z0-9+/=]+)", dom.stdout)
     assert found, f"no result from chromium (exit {dom.returncode}): {dom.stderr[-2000:]}"
     results = json.loads(base64.b64decode(found.group(1)).decode("utf-8"))
     shot = tmp / "pictures.png"
-    subprocess.run([*common, f"--user-data-dir={tmp / 'profile-shot'}", "--window-size=1100,2400",
-                    f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=180)
+    subprocess.run(
+        [
+            *common,
+            f"--user-data-dir={tmp / 'profile-shot'}",
+            "--window-size=1100,2400",
+            f"--screenshot={shot}",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        timeout=180,
+    )
     keep = os.environ.get("GPUPOOL_SCREENSHOT_DIR")
     if keep and shot.is_file():
         Path(keep).mkdir(parents=True, exist_ok=True)
@@ -106,11 +128,20 @@ def _blocks(md: str, lang: str) -> list[str]:
 
 def _mig_change(tmp_path) -> Path:
     pools = [dict(p) for p in POOLS]
-    pools[1] = dict(pools[1], sharing={"mig": {"perGpu": [{"gpus": [0, 1], "layout": {"3g.40gb": 2}},
-                                                          {"gpus": [2, 3], "preset": "all-balanced"}]}})
-    return stack(tmp_path / "head", pools=pools, tenants=with_tenants(
-        notebooks=dict(TENANTS["notebooks"], gpus={"nvidia.com/gpu.shared": 8, "nvidia.com/mig-1g.10gb": 8}),
-        inference=dict(TENANTS["inference"], gpus={"nvidia.com/mig-3g.40gb": 6, "nvidia.com/mig-1g.10gb": 20})))
+    pools[1] = dict(
+        pools[1],
+        sharing={
+            "mig": {"perGpu": [{"gpus": [0, 1], "layout": {"3g.40gb": 2}}, {"gpus": [2, 3], "preset": "all-balanced"}]}
+        },
+    )
+    return stack(
+        tmp_path / "head",
+        pools=pools,
+        tenants=with_tenants(
+            notebooks=dict(TENANTS["notebooks"], gpus={"nvidia.com/gpu.shared": 8, "nvidia.com/mig-1g.10gb": 8}),
+            inference=dict(TENANTS["inference"], gpus={"nvidia.com/mig-3g.40gb": 6, "nvidia.com/mig-1g.10gb": 20}),
+        ),
+    )
 
 
 def test_pictures_render(base, tmp_path, capsys, chromium):
@@ -118,11 +149,19 @@ def test_pictures_render(base, tmp_path, capsys, chromium):
     code, md, _ = run(capsys, base, head, "-o", "markdown")
     charts = _blocks(md, "mermaid")
     assert len(charts) == 1 and "xychart-beta" in charts[0]
-    onboard = stack(tmp_path / "onboard", tenants=with_tenants(
-        vision={"name": "vision", "tier": "standard", "owners": ["cv"], "gpus": {"nvidia.com/gpu.shared": 4}}))
+    onboard = stack(
+        tmp_path / "onboard",
+        tenants=with_tenants(
+            vision={"name": "vision", "tier": "standard", "owners": ["cv"], "gpus": {"nvidia.com/gpu.shared": 4}}
+        ),
+    )
     charts += _blocks(run(capsys, base, onboard, "-o", "markdown")[1], "mermaid")
-    over = stack(tmp_path / "over", tenants=with_tenants(notebooks=dict(
-        TENANTS["notebooks"], gpus={"nvidia.com/gpu.shared": 20, "nvidia.com/mig-1g.10gb": 8})))
+    over = stack(
+        tmp_path / "over",
+        tenants=with_tenants(
+            notebooks=dict(TENANTS["notebooks"], gpus={"nvidia.com/gpu.shared": 20, "nvidia.com/mig-1g.10gb": 8})
+        ),
+    )
     charts += _blocks(run(capsys, base, over, "-o", "markdown")[1], "mermaid")  # negative: a red zero line
     assert len(charts) == 3 and "red line = 0" in charts[2] and "-4" in charts[2]
     maps = [b for b in _blocks(md, "") if b.startswith("before:")]
@@ -148,8 +187,11 @@ def test_slice_maps_line_up(base, tmp_path, capsys):
     block = next(b for b in _blocks(md, "") if b.startswith("before:"))
     lines = block.splitlines()
     titles = [i for i, line in enumerate(lines) if line.startswith(("before:", "after:"))]
-    assert [lines[i] for i in titles] == ["before: A100-80GB GPU 0,1,2,3", "after: A100-80GB GPU 0,1",
-                                          "after: A100-80GB GPU 2,3"]
+    assert [lines[i] for i in titles] == [
+        "before: A100-80GB GPU 0,1,2,3",
+        "after: A100-80GB GPU 0,1",
+        "after: A100-80GB GPU 2,3",
+    ]
     for i in titles:
         header, cells = lines[i + 1], lines[i + 2]
         assert cells.startswith("[") and cells.endswith("]") and len(header) <= len(cells)

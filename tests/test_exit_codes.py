@@ -1,6 +1,7 @@
 """The exit-code table (README "CLI conventions"), for every command: 0 ok; 1 invalid spec / does not fit /
 negative headroom; 2 usage error (unknown argument, missing file, unknown GPU model or MIG profile);
 70 internal error. Each row runs the real CLI in-process on a copy of the repository's stacks."""
+
 from __future__ import annotations
 
 import shutil
@@ -13,8 +14,8 @@ from gpupool.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = "stacks/dev/spec.yaml"
-BAD = "bad.yaml"          # schema-invalid spec
-OVER = "over/spec.yaml"   # valid YAML, tenants granted more than the pools supply
+BAD = "bad.yaml"  # schema-invalid spec
+OVER = "over/spec.yaml"  # valid YAML, tenants granted more than the pools supply
 NOPE = "missing.yaml"
 
 
@@ -66,15 +67,21 @@ TABLE = [
     ("mig suggest ok", ["mig", "suggest", "--gpu", "H100-80GB", "1g.10gb=9"], 0),
     ("mig suggest unknown profile", ["mig", "suggest", "--gpu", "H100-80GB", "1g.12gb=9"], 2),
     ("mig suggest huge demand", ["mig", "suggest", "--gpu", "H100-80GB", "1g.10gb=" + "9" * 14], 2),
-    ("mig suggest does not fit a node", ["mig", "suggest", "--gpu", "H100-80GB", "--gpus-per-node", "1",
-                                         "7g.80gb=1", "4g.40gb=1"], 1),
+    (
+        "mig suggest does not fit a node",
+        ["mig", "suggest", "--gpu", "H100-80GB", "--gpus-per-node", "1", "7g.80gb=1", "4g.40gb=1"],
+        1,
+    ),
     ("mig suggest spec ok", ["mig", "suggest", "--stack", "dev", "--pool", "a100-mig"], 0),
     ("mig suggest spec invalid", ["mig", "suggest", "--spec", BAD, "--pool", "a100-mig"], 1),
     ("mig suggest spec missing file", ["mig", "suggest", "--spec", NOPE, "--pool", "a100-mig"], 2),
     ("mig suggest unknown pool", ["mig", "suggest", "--stack", "dev", "--pool", "nope"], 2),
     ("tenant new ok (only placeholders)", ["tenant", "new", "vision", "--tier", "standard", "--stack", "dev"], 0),
-    ("tenant new breaks capacity", ["tenant", "new", "big", "--tier", "standard", "--gpus", "1g.10gb=99",
-                                    "--stack", "dev"], 1),
+    (
+        "tenant new breaks capacity",
+        ["tenant", "new", "big", "--tier", "standard", "--gpus", "1g.10gb=99", "--stack", "dev"],
+        1,
+    ),
     ("tenant new missing file", ["tenant", "new", "vision", "--tier", "standard", NOPE], 2),
     ("tenant new unknown tier", ["tenant", "new", "vision", "--tier", "gold", "--stack", "dev"], 2),
     ("tenant new existing tenant", ["tenant", "new", "research", "--tier", "batch", "--stack", "dev"], 2),
@@ -132,8 +139,11 @@ def test_internal_error_is_70(project, capsys, monkeypatch, command):
         p = real(*a, **k)
         for action in p._subparsers._group_actions[0].choices.values():
             action.set_defaults(func=boom)
-            for sub in getattr(action, "_subparsers", None)._group_actions[0].choices.values() \
-                    if getattr(action, "_subparsers", None) else ():
+            for sub in (
+                getattr(action, "_subparsers", None)._group_actions[0].choices.values()
+                if getattr(action, "_subparsers", None)
+                else ()
+            ):
                 sub.set_defaults(func=boom)
         return p
 

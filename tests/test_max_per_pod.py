@@ -1,4 +1,5 @@
 """Per-pod GPU maximums: the model (tier defaults, tenant overrides), the admission objects, plan and diff."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,8 +14,13 @@ from gpupool.present.plan import format_table
 def _spec(tier_max=None, tenant_max=None, offboarded=False) -> m.Spec:
     pool = m.NodePool("h100", "H100-80GB", 8, 2, nodes=("n1", "n2"))
     tier = m.Tier("batch", 1000, max_per_pod=tier_max or {})
-    tenant = m.Tenant("team-a", "batch", gpus={"nvidia.com/gpu": 8, "nvidia.com/mig-1g.10gb": 2},
-                      max_per_pod=tenant_max or {}, offboarded=offboarded)
+    tenant = m.Tenant(
+        "team-a",
+        "batch",
+        gpus={"nvidia.com/gpu": 8, "nvidia.com/mig-1g.10gb": 2},
+        max_per_pod=tenant_max or {},
+        offboarded=offboarded,
+    )
     return m.Spec(m.Cluster("c"), (pool,), (tier,), (tenant,))
 
 
@@ -33,10 +39,10 @@ def test_a_policy_and_a_binding_per_tenant_with_the_limits_inline():
     binding = objs["tenant-team-a-max-per-pod-binding"]
     assert policy.kind == "ValidatingAdmissionPolicy" and binding.kind == "ValidatingAdmissionPolicyBinding"
     assert "paramKind" not in policy.manifest["spec"] and "paramRef" not in binding.manifest["spec"]
-    assert binding.manifest["spec"]["policyName"] == policy.manifest["metadata"]["name"] == \
-        "gpupool-max-per-pod.team-a"
-    assert binding.manifest["spec"]["matchResources"]["namespaceSelector"] == \
-        {"matchLabels": {"kubernetes.io/metadata.name": "team-a"}}
+    assert binding.manifest["spec"]["policyName"] == policy.manifest["metadata"]["name"] == "gpupool-max-per-pod.team-a"
+    assert binding.manifest["spec"]["matchResources"]["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": "team-a"}
+    }
     assert binding.manifest["spec"]["validationActions"] == ["Deny"]
     assert binding.depends_on == (policy.name,)
     validations = policy.manifest["spec"]["validations"]
@@ -49,8 +55,9 @@ def test_a_policy_and_a_binding_per_tenant_with_the_limits_inline():
 
 
 def test_pods_are_checked_on_create_and_workloads_on_create_and_update():
-    rules = _objects(_spec(tenant_max={"nvidia.com/gpu": 2}))["tenant-team-a-max-per-pod"] \
-        .manifest["spec"]["matchConstraints"]["resourceRules"]
+    rules = _objects(_spec(tenant_max={"nvidia.com/gpu": 2}))["tenant-team-a-max-per-pod"].manifest["spec"][
+        "matchConstraints"
+    ]["resourceRules"]
     by = {r: rule["operations"] for rule in rules for r in rule["resources"]}
     assert by["pods"] == ["CREATE"]
     for kind in ("deployments", "replicasets", "statefulsets", "daemonsets", "jobs", "cronjobs"):
@@ -74,17 +81,29 @@ def test_plan_and_diff_show_the_maximums():
     base = _spec({"nvidia.com/mig-1g.10gb": 1})
     head = _spec({"nvidia.com/mig-1g.10gb": 1}, {"nvidia.com/gpu": 2})
     lines = planmod.compute(head).max_per_pod
-    assert [(x.resource, x.limit, x.source, x.quota) for x in lines] == \
-        [("nvidia.com/gpu", 2, "tenant", 8), ("nvidia.com/mig-1g.10gb", 1, "tier batch", 2)]
+    assert [(x.resource, x.limit, x.source, x.quota) for x in lines] == [
+        ("nvidia.com/gpu", 2, "tenant", 8),
+        ("nvidia.com/mig-1g.10gb", 1, "tier batch", 2),
+    ]
     assert "Per-pod maximums" in format_table(planmod.compute(head))
-    assert planmod.to_json(planmod.compute(head))["maxPerPod"][0] == \
-        {"tenant": "team-a", "resource": "nvidia.com/gpu", "max": 2, "from": "tenant", "quota": 8}
+    assert planmod.to_json(planmod.compute(head))["maxPerPod"][0] == {
+        "tenant": "team-a",
+        "resource": "nvidia.com/gpu",
+        "max": 2,
+        "from": "tenant",
+        "quota": 8,
+    }
     d = diffmod.compute(base, head)
     (change,) = [t for t in d.tenants if t.name == "team-a"]
     assert "max per pod nvidia.com/gpu - → 2" in change.details
     assert any(o.file == "tenant-team-a-max-per-pod.yaml" and o.kind == "changed" for o in d.objects)
-    removed = diffmod.compute(head, dataclasses.replace(head, tiers=(m.Tier("batch", 1000),),
-                                                         tenants=(dataclasses.replace(head.tenants[0],
-                                                                                      max_per_pod={}),)))
-    assert {o.file for o in removed.objects if o.kind == "removed"} == \
-        {"tenant-team-a-max-per-pod.yaml", "tenant-team-a-max-per-pod-binding.yaml"}
+    removed = diffmod.compute(
+        head,
+        dataclasses.replace(
+            head, tiers=(m.Tier("batch", 1000),), tenants=(dataclasses.replace(head.tenants[0], max_per_pod={}),)
+        ),
+    )
+    assert {o.file for o in removed.objects if o.kind == "removed"} == {
+        "tenant-team-a-max-per-pod.yaml",
+        "tenant-team-a-max-per-pod-binding.yaml",
+    }

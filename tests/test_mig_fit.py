@@ -1,4 +1,5 @@
 """check_layout: valid/invalid layouts, placements checked independently, exhaustive agreement with an oracle."""
+
 import importlib.util
 import itertools
 import re
@@ -60,10 +61,18 @@ DOES_NOT_FIT = [
 ]
 
 INVALID = [  # (model, layout, regex)
-    ("A100-40GB", {"1g.20gb": 1}, r"not a MIG profile of A100-40GB \(valid: 1g\.5gb, .*7g\.40gb\); did you mean 1g\.10gb\?"),
+    (
+        "A100-40GB",
+        {"1g.20gb": 1},
+        r"not a MIG profile of A100-40GB \(valid: 1g\.5gb, .*7g\.40gb\); did you mean 1g\.10gb\?",
+    ),
     ("H100-80GB", {"7g.79gb": 1}, r"did you mean 7g\.80gb\?"),
     ("H100-80GB", {"1g.5gb": 7}, r"did you mean 1g\.10gb\?"),
-    ("A30-24GB", {"1g.10gb": 1}, r"valid: 1g\.6gb, 1g\.6gb\+me, 2g\.12gb, 2g\.12gb\+me, 4g\.24gb.*did you mean 1g\.6gb"),
+    (
+        "A30-24GB",
+        {"1g.10gb": 1},
+        r"valid: 1g\.6gb, 1g\.6gb\+me, 2g\.12gb, 2g\.12gb\+me, 4g\.24gb.*did you mean 1g\.6gb",
+    ),
     ("B200-180GB", {"3g.40gb": 1}, r"did you mean 3g\.90gb"),
     ("H100-80GB", {"1c.2g.20gb": 1}, r"compute-instance split.*device plugin.*`2g\.20gb`"),
     ("H100-80GB", {"2c.3g.40gb": 1, "1g.10gb": 1}, r"device plugin"),
@@ -99,7 +108,7 @@ def test_alternatives_offered_really_fit(model_name, layout, pattern):
     m = model(model_name)
     hint = [r for r in check_layout(m, layout).reasons if r.startswith("would fit: ")]
     assert hint, "a failing layout with a fitting sub-layout should say what would fit"
-    for alt in hint[0][len("would fit: "):].split("; or "):
+    for alt in hint[0][len("would fit: ") :].split("; or "):
         sub = {}
         for part in alt.split(" + "):
             name, _, n = part.partition("×")
@@ -115,15 +124,18 @@ def test_invalid(model_name, layout, pattern):
     assert any(re.search(pattern, r) for r in result.reasons), result.reasons
 
 
-@pytest.mark.parametrize("model_name,layout,warn", [
-    ("H100-80GB", {"1g.10gb+me": 1, "1g.10gb": 1}, True),
-    ("H100-80GB", {"1g.10gb+me": 1, "1g.20gb": 1}, True),
-    ("H100-80GB", {"1g.10gb+me": 1, "3g.40gb": 1}, False),
-    ("H100-80GB", {"1g.10gb+me": 1}, False),
-    ("H100-80GB", {"1g.10gb": 7}, False),
-    ("A30-24GB", {"1g.6gb+me": 1, "1g.6gb": 2}, True),
-    ("A30-24GB", {"2g.12gb+me": 1, "1g.6gb": 2}, False),
-])
+@pytest.mark.parametrize(
+    "model_name,layout,warn",
+    [
+        ("H100-80GB", {"1g.10gb+me": 1, "1g.10gb": 1}, True),
+        ("H100-80GB", {"1g.10gb+me": 1, "1g.20gb": 1}, True),
+        ("H100-80GB", {"1g.10gb+me": 1, "3g.40gb": 1}, False),
+        ("H100-80GB", {"1g.10gb+me": 1}, False),
+        ("H100-80GB", {"1g.10gb": 7}, False),
+        ("A30-24GB", {"1g.6gb+me": 1, "1g.6gb": 2}, True),
+        ("A30-24GB", {"2g.12gb+me": 1, "1g.6gb": 2}, False),
+    ],
+)
 def test_me_plus_1g_is_a_warning_not_an_error(model_name, layout, warn):
     result = check_layout(model(model_name), layout)
     assert result.ok
@@ -154,20 +166,23 @@ def test_exhaustive_agreement_with_oracle(model_name):
 def _synthetic() -> GpuModel:
     """A made-up geometry where capacity is fine but intervals collide, to exercise the placement search."""
     profiles = {
-        "3g.a": MigProfile("3g.a", 1, 3, 1, (1,)),       # occupies [1,4)
-        "2g.b": MigProfile("2g.b", 1, 2, 2, (0, 4)),     # [0,2) or [4,6)
+        "3g.a": MigProfile("3g.a", 1, 3, 1, (1,)),  # occupies [1,4)
+        "2g.b": MigProfile("2g.b", 1, 2, 2, (0, 4)),  # [0,2) or [4,6)
         "1g.c": MigProfile("1g.c", 1, 1, 4, (0, 6, 7)),
     }
     return GpuModel("SYNTH", (), 8, 8, 8, 8, profiles, {})
 
 
-@pytest.mark.parametrize("layout,ok", [
-    ({"3g.a": 1, "2g.b": 1}, True),
-    ({"3g.a": 1, "2g.b": 2}, False),        # 7 of 8 slices but [0,2) overlaps [1,4)
-    ({"2g.b": 2, "1g.c": 3}, False),        # 1g.c@0 collides with 2g.b@0
-    ({"2g.b": 2, "1g.c": 2}, True),
-    ({"3g.a": 1, "2g.b": 1, "1g.c": 3}, True),
-])
+@pytest.mark.parametrize(
+    "layout,ok",
+    [
+        ({"3g.a": 1, "2g.b": 1}, True),
+        ({"3g.a": 1, "2g.b": 2}, False),  # 7 of 8 slices but [0,2) overlaps [1,4)
+        ({"2g.b": 2, "1g.c": 3}, False),  # 1g.c@0 collides with 2g.b@0
+        ({"2g.b": 2, "1g.c": 2}, True),
+        ({"3g.a": 1, "2g.b": 1, "1g.c": 3}, True),
+    ],
+)
 def test_placement_search_on_synthetic_geometry(layout, ok):
     m = _synthetic()
     result = check_layout(m, layout)

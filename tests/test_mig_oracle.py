@@ -5,6 +5,7 @@ Fit oracle: enumerate every arrangement of non-overlapping instances by scanning
 of profiles. A layout is placeable iff its multiset is one of those; the capacity rules are applied separately.
 Loaded by the other test modules via importlib so it works whether or not `tests/` is a package.
 """
+
 from __future__ import annotations
 
 import functools
@@ -44,10 +45,12 @@ def arrangements(model_name: str) -> frozenset[tuple[tuple[str, int], ...]]:
 
 def capacity_ok(model: GpuModel, layout: dict[str, int]) -> bool:
     prof = model.profiles
-    return (all(n <= prof[p].max_count for p, n in layout.items())
-            and sum(layout.values()) <= model.max_instances
-            and sum(n for p, n in layout.items() if "+me" in p) <= 1
-            and sum(prof[p].compute * n for p, n in layout.items()) <= model.compute_slices)
+    return (
+        all(n <= prof[p].max_count for p, n in layout.items())
+        and sum(layout.values()) <= model.max_instances
+        and sum(n for p, n in layout.items() if "+me" in p) <= 1
+        and sum(prof[p].compute * n for p, n in layout.items()) <= model.compute_slices
+    )
 
 
 def oracle_fits(model: GpuModel, layout: dict[str, int]) -> bool:

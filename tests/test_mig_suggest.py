@@ -1,4 +1,5 @@
 """mig_suggest: exact on small demands (brute force), sound on all demands, near the bound on large ones."""
+
 import importlib.util
 import math
 import random
@@ -81,18 +82,21 @@ def test_exact_against_bruteforce(model_name):
         assert s.optimal
 
 
-@pytest.mark.parametrize("model_name,demand,gpus", [
-    # worked by hand: a GPU holding 4g.40gb has room for only one 2g.20gb (2g starts 0,2,4; 4g takes [0,4)),
-    # so 100 GPUs with 4g + 2g, and the other 100 2g.20gb three per GPU: 100 + 34. The resource bound says 115.
-    ("H100-80GB", {"4g.40gb": 100, "2g.20gb": 200}, 134),
-    # 7g takes a whole GPU; 4g leaves 3 compute slices nobody else wants.
-    ("H100-80GB", {"7g.80gb": 10, "4g.40gb": 10}, 20),
-    # all-balanced shape: 2 + 1 + 1 per GPU, exactly.
-    ("H100-80GB", {"1g.10gb": 200, "2g.20gb": 100, "3g.40gb": 100}, 100),
-    ("A30-24GB", {"1g.6gb": 40}, 10),
-    ("A30-24GB", {"1g.6gb+me": 3, "1g.6gb": 9}, 3),
-    ("RTX-PRO-6000", {"2g.48gb": 3, "1g.24gb+gfx": 2}, 2),
-])
+@pytest.mark.parametrize(
+    "model_name,demand,gpus",
+    [
+        # worked by hand: a GPU holding 4g.40gb has room for only one 2g.20gb (2g starts 0,2,4; 4g takes [0,4)),
+        # so 100 GPUs with 4g + 2g, and the other 100 2g.20gb three per GPU: 100 + 34. The resource bound says 115.
+        ("H100-80GB", {"4g.40gb": 100, "2g.20gb": 200}, 134),
+        # 7g takes a whole GPU; 4g leaves 3 compute slices nobody else wants.
+        ("H100-80GB", {"7g.80gb": 10, "4g.40gb": 10}, 20),
+        # all-balanced shape: 2 + 1 + 1 per GPU, exactly.
+        ("H100-80GB", {"1g.10gb": 200, "2g.20gb": 100, "3g.40gb": 100}, 100),
+        ("A30-24GB", {"1g.6gb": 40}, 10),
+        ("A30-24GB", {"1g.6gb+me": 3, "1g.6gb": 9}, 3),
+        ("RTX-PRO-6000", {"2g.48gb": 3, "1g.24gb+gfx": 2}, 2),
+    ],
+)
 def test_hand_computed_minimum(model_name, demand, gpus):
     m = model(model_name)
     s = suggest(m, demand)
@@ -105,8 +109,15 @@ def test_resource_bound_is_the_briefs_formula():
     d = {"1g.10gb": 10, "2g.20gb": 5, "3g.40gb": 3, "7g.80gb": 1}
     compute = 10 + 10 + 9 + 7
     memory = 10 + 10 + 12 + 8
-    expected = max(math.ceil(compute / 7), math.ceil(memory / 8), math.ceil(19 / 7),
-                   math.ceil(10 / 7), math.ceil(5 / 3), math.ceil(3 / 2), 1)
+    expected = max(
+        math.ceil(compute / 7),
+        math.ceil(memory / 8),
+        math.ceil(19 / 7),
+        math.ceil(10 / 7),
+        math.ceil(5 / 3),
+        math.ceil(3 / 2),
+        1,
+    )
     assert lower_bound(m, d) == expected == suggest(m, d).lower_bound == 6
 
 
@@ -170,13 +181,19 @@ def test_thousand_gpus_fast():
     assert elapsed < 0.5
 
 
-@pytest.mark.parametrize("demand,pattern", [
-    ({"1g.12gb": 3}, r"1g\.12gb is not a MIG profile of H100-80GB \(did you mean 1g\.10gb\?\).*Valid profiles of "
-                     r"H100-80GB: 1g\.10gb, "),
-    ({"1c.2g.20gb": 1}, r"compute-instance split"),
-    ({"1g.10gb": -1}, r"integer >= 0"),
-    ({"1g.10gb": 2.5}, r"integer >= 0"),
-])
+@pytest.mark.parametrize(
+    "demand,pattern",
+    [
+        (
+            {"1g.12gb": 3},
+            r"1g\.12gb is not a MIG profile of H100-80GB \(did you mean 1g\.10gb\?\).*Valid profiles of "
+            r"H100-80GB: 1g\.10gb, ",
+        ),
+        ({"1c.2g.20gb": 1}, r"compute-instance split"),
+        ({"1g.10gb": -1}, r"integer >= 0"),
+        ({"1g.10gb": 2.5}, r"integer >= 0"),
+    ],
+)
 def test_bad_demand(demand, pattern):
     with pytest.raises(ValueError, match=pattern):
         suggest(model("H100-80GB"), demand)
@@ -190,12 +207,15 @@ def test_model_by_name_and_unknown():
         suggest("H100-80G-X", {"1g.6gb": 4})
 
 
-@pytest.mark.parametrize("model_name,demand,per_node", [
-    ("H100-80GB", {"1g.10gb": 200, "3g.40gb": 50, "2g.20gb": 70}, 8),
-    ("H100-80GB", {"7g.80gb": 5, "1g.10gb": 30}, 4),
-    ("A30-24GB", {"1g.6gb": 13, "2g.12gb": 3}, 2),
-    ("RTX-PRO-6000", {"2g.48gb": 9, "1g.24gb": 9}, 1),
-])
+@pytest.mark.parametrize(
+    "model_name,demand,per_node",
+    [
+        ("H100-80GB", {"1g.10gb": 200, "3g.40gb": 50, "2g.20gb": 70}, 8),
+        ("H100-80GB", {"7g.80gb": 5, "1g.10gb": 30}, 4),
+        ("A30-24GB", {"1g.6gb": 13, "2g.12gb": 3}, 2),
+        ("RTX-PRO-6000", {"2g.48gb": 9, "1g.24gb": 9}, 1),
+    ],
+)
 def test_per_node(model_name, demand, per_node):
     m = model(model_name)
     ns = suggest_per_node(m, demand, per_node)

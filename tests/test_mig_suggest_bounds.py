@@ -1,5 +1,6 @@
 """mig suggest is bounded: limits refuse impossible demands before solving, the answer's size does not grow
 with the demand, HiGHS is imported only by suggest, and spec mode says when the optimum evicts workloads."""
+
 from __future__ import annotations
 
 import shutil
@@ -26,12 +27,17 @@ def _run(code: str) -> subprocess.CompletedProcess:
 def test_huge_demand_is_refused_before_the_solver_is_loaded():
     # 10^21 instances: refused from the resource bound alone (bigint arithmetic), highspy never imported.
     t = time.perf_counter()
-    with pytest.raises(DemandTooLarge, match=r"about 10\^30 H100-80GB GPUs; no Kubernetes cluster holds more "
-                                             r"than 320,000"):
+    with pytest.raises(
+        DemandTooLarge,
+        match=r"about 10\^30 H100-80GB GPUs; no Kubernetes cluster holds more "
+        r"than 320,000",
+    ):
         suggest(H100, {"1g.10gb": 10**21, "7g.80gb": 10**30})
     assert time.perf_counter() - t < 1.0  # the issue's bound; it takes microseconds
-    r = _run("import sys\nfrom gpupool.gpu.suggest import suggest\ntry:\n suggest('H100-80GB', {'1g.10gb': 10**21})\n"
-             "except ValueError as e:\n print(type(e).__name__)\nprint('highspy' in sys.modules)")
+    r = _run(
+        "import sys\nfrom gpupool.gpu.suggest import suggest\ntry:\n suggest('H100-80GB', {'1g.10gb': 10**21})\n"
+        "except ValueError as e:\n print(type(e).__name__)\nprint('highspy' in sys.modules)"
+    )
     assert r.stdout.split() == ["DemandTooLarge", "False"], r.stderr
 
 
@@ -72,12 +78,14 @@ def test_per_node_bisection_agrees_with_a_linear_scan():
 
 
 def test_only_suggest_imports_highspy():
-    r = _run("import sys\nfrom gpupool.cli.main import main\n"
-             "main(['plan', 'stacks/prod/spec.yaml', '-o', 'json'])\n"
-             "main(['mig', 'check', '--gpu', 'H100-80GB', 'all-balanced'])\n"
-             "print('highspy' in sys.modules, file=sys.stderr)\n"
-             "main(['mig', 'suggest', '--gpu', 'H100-80GB', '1g.10gb=3'])\n"
-             "print('highspy' in sys.modules, file=sys.stderr)")
+    r = _run(
+        "import sys\nfrom gpupool.cli.main import main\n"
+        "main(['plan', 'stacks/prod/spec.yaml', '-o', 'json'])\n"
+        "main(['mig', 'check', '--gpu', 'H100-80GB', 'all-balanced'])\n"
+        "print('highspy' in sys.modules, file=sys.stderr)\n"
+        "main(['mig', 'suggest', '--gpu', 'H100-80GB', '1g.10gb=3'])\n"
+        "print('highspy' in sys.modules, file=sys.stderr)"
+    )
     assert r.stderr.split()[-2:] == ["False", "True"], r.stderr
 
 
@@ -110,8 +118,11 @@ def test_spec_mode_no_eviction_note_when_the_layout_stays(capsys, monkeypatch, t
     stack = tmp_path / "dev"
     shutil.copytree(ROOT / "stacks/dev", stack)
     t = stack / "tenants/inference.yaml"
-    t.write_text(t.read_text().replace("nvidia.com/mig-3g.40gb: 2", "nvidia.com/mig-3g.40gb: 4")
-                 .replace("nvidia.com/mig-2g.20gb: 2", "nvidia.com/mig-2g.20gb: 4"))
+    t.write_text(
+        t.read_text()
+        .replace("nvidia.com/mig-3g.40gb: 2", "nvidia.com/mig-3g.40gb: 4")
+        .replace("nvidia.com/mig-2g.20gb: 2", "nvidia.com/mig-2g.20gb: 4")
+    )
     n = stack / "tenants/notebooks.yaml"
     n.write_text(n.read_text().replace("nvidia.com/mig-1g.10gb: 6", "nvidia.com/mig-1g.10gb: 8"))
     assert main(["mig", "suggest", "--spec", str(stack / "spec.yaml"), "--pool", "a100-mig"]) == 0
@@ -122,7 +133,9 @@ def test_spec_mode_no_eviction_note_when_the_layout_stays(capsys, monkeypatch, t
 def test_models_lists_mig_and_whole_gpu_models(capsys):
     assert main(["mig", "models"]) == 0
     out = capsys.readouterr().out
-    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[1:] if line and line.split()[1] in ("yes", "no")}
+    rows = {
+        line.split()[0]: line.split()[1] for line in out.splitlines()[1:] if line and line.split()[1] in ("yes", "no")
+    }
     assert rows["H100-80GB"] == "yes" and rows["L4"] == "no" and rows["L40S"] == "no"
     assert set(catalog().models) <= set(rows)
     assert "NVIDIA-L4" in out and "whole-GPU models" in out

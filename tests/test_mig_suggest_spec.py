@@ -1,4 +1,5 @@
 """gpupool mig suggest --spec/--pool: demand derived from quotas, then the same suggestion as the explicit mode."""
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _spec(tmp: Path, pools: list, tenants: list, over: dict | None = None):
-    doc = {"apiVersion": "gpupool.dev/v1alpha1", "kind": "GpuPlatform", "cluster": {"name": "t"},
-           "nodePools": pools, "tiers": [{"name": "std", "priority": 10}], "tenants": tenants}
+    doc = {
+        "apiVersion": "gpupool.dev/v1alpha1",
+        "kind": "GpuPlatform",
+        "cluster": {"name": "t"},
+        "nodePools": pools,
+        "tiers": [{"name": "std", "priority": 10}],
+        "tenants": tenants,
+    }
     if over:
         doc["oversubscription"] = over
     path = tmp / "spec.yaml"
@@ -40,8 +47,20 @@ def test_prod_time_sliced_mig_divides_by_replicas():
 
 def test_shared_resource_split_by_capacity_and_rounded_up(tmp_path):
     pools = [
-        {"name": "a", "gpu": "H100-80GB", "gpusPerNode": 1, "nodes": ["n1"], "sharing": {"mig": {"preset": "all-1g.10gb"}}},
-        {"name": "b", "gpu": "H100-80GB", "gpusPerNode": 2, "nodes": ["n2"], "sharing": {"mig": {"preset": "all-1g.10gb"}}},
+        {
+            "name": "a",
+            "gpu": "H100-80GB",
+            "gpusPerNode": 1,
+            "nodes": ["n1"],
+            "sharing": {"mig": {"preset": "all-1g.10gb"}},
+        },
+        {
+            "name": "b",
+            "gpu": "H100-80GB",
+            "gpusPerNode": 2,
+            "nodes": ["n2"],
+            "sharing": {"mig": {"preset": "all-1g.10gb"}},
+        },
     ]
     tenants = [{"name": "x", "tier": "std", "owners": ["o"], "gpus": {"nvidia.com/mig-1g.10gb": 10}}]
     spec, _ = _spec(tmp_path, pools, tenants)
@@ -71,7 +90,9 @@ def test_cli_output_matches_explicit_mode(capsys, monkeypatch):
     assert main(["mig", "suggest", "--gpu", "H100-80GB", "--gpus-per-node", "8", "1g.10gb=112", "3g.40gb=32"]) == 0
     explicit = capsys.readouterr().out
     timing = re.compile(r"HiGHS( in)? [\d.]+ m?s")  # solve times differ between runs
-    assert timing.sub("HiGHS T", explicit) in timing.sub("HiGHS T", spec_out)  # the same suggestion, framed by the derived demand and the comparison
+    assert timing.sub("HiGHS T", explicit) in timing.sub(
+        "HiGHS T", spec_out
+    )  # the same suggestion, framed by the derived demand and the comparison
     assert "compared with the current layout" in spec_out
     assert "pool now:        4 nodes × 8 GPUs = 32 GPUs" in spec_out
 
@@ -90,8 +111,13 @@ def pool_and_grants(draw):
     sharing = {"mig": {"preset": preset}}
     if replicas > 1:
         sharing["timeSlicing"] = {"replicas": replicas}
-    pool = {"name": "p", "gpu": model.name, "gpusPerNode": gpn, "nodes": [f"n{i}" for i in range(nodes)],
-            "sharing": sharing}
+    pool = {
+        "name": "p",
+        "gpu": model.name,
+        "gpusPerNode": gpn,
+        "nodes": [f"n{i}" for i in range(nodes)],
+        "sharing": sharing,
+    }
     return model, pool, draw(st.randoms(use_true_random=False))
 
 

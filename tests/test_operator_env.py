@@ -1,4 +1,5 @@
 """Operand env: gpupool sets only its own variables; a spec that sets an operator-managed one is warned (GP150)."""
+
 from __future__ import annotations
 
 import shutil
@@ -19,8 +20,9 @@ def _dev_with_values(tmp_path: Path, values_yaml: str) -> Path:
     spec = stack / "spec.yaml"
     text = spec.read_text()
     assert "    namespace: gpu-operator\n" in text
-    spec.write_text(text.replace("    namespace: gpu-operator\n", "    namespace: gpu-operator\n    values:\n"
-                                 + values_yaml, 1))
+    spec.write_text(
+        text.replace("    namespace: gpu-operator\n", "    namespace: gpu-operator\n    values:\n" + values_yaml, 1)
+    )
     return spec
 
 
@@ -31,11 +33,16 @@ def test_the_facts_name_the_operands_gpupool_writes():
     assert {"GFD_SLEEP_INTERVAL", "GFD_FAIL_ON_INIT_ERROR"} <= set(managed["gfd"])
 
 
-@pytest.mark.parametrize("operand, name", [("devicePlugin", "DEVICE_LIST_STRATEGY"), ("gfd", "GFD_SLEEP_INTERVAL"),
-                                           ("migManager", "NODE_NAME")])
+@pytest.mark.parametrize(
+    "operand, name",
+    [("devicePlugin", "DEVICE_LIST_STRATEGY"), ("gfd", "GFD_SLEEP_INTERVAL"), ("migManager", "NODE_NAME")],
+)
 def test_a_spec_setting_an_operator_managed_variable_is_warned(operand, name, tmp_path):
-    spec = _dev_with_values(tmp_path, f"      {operand}:\n        env:\n          - {{name: MY_FLAG, value: '1'}}\n"
-                                      f"          - {{name: {name}, value: x}}\n")
+    spec = _dev_with_values(
+        tmp_path,
+        f"      {operand}:\n        env:\n          - {{name: MY_FLAG, value: '1'}}\n"
+        f"          - {{name: {name}, value: x}}\n",
+    )
     result = validate_file(str(spec))
     assert result.spec is not None  # a warning, not an error
     found = [d for d in result.report.sorted() if d.rule == "GP150"]

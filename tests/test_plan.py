@@ -1,4 +1,5 @@
 """gpupool plan: every number checked against hand arithmetic on small specs written here, plus golden output."""
+
 from __future__ import annotations
 
 import csv
@@ -93,17 +94,17 @@ def plan(tmp_path):
 
 def test_capacity_and_supply_formula(plan):
     s = plan.supply("h100", "nvidia.com/gpu")
-    assert (s.capacity, s.formula, s.gpu_per_unit) == (2, "1×2 GPUs", 1)          # 1 node x 2 GPUs
+    assert (s.capacity, s.formula, s.gpu_per_unit) == (2, "1×2 GPUs", 1)  # 1 node x 2 GPUs
     s = plan.supply("b200", "nvidia.com/gpu")
-    assert (s.capacity, s.formula) == (8, "1×8 GPUs")                            # 1 node x 8 GPUs
+    assert (s.capacity, s.formula) == (8, "1×8 GPUs")  # 1 node x 8 GPUs
     s = plan.supply("mig", "nvidia.com/mig-3g.40gb")
-    assert (s.capacity, s.formula) == (8, "2×2 GPUs × 2")                        # 2 nodes x 2 GPUs x 2 instances
-    assert s.gpu_per_unit == F(3, 7)                                             # 3 of A100's 7 compute slices
-    assert s.gpu_equivalents == F(24, 7)                                         # 8 x 3/7
+    assert (s.capacity, s.formula) == (8, "2×2 GPUs × 2")  # 2 nodes x 2 GPUs x 2 instances
+    assert s.gpu_per_unit == F(3, 7)  # 3 of A100's 7 compute slices
+    assert s.gpu_equivalents == F(24, 7)  # 8 x 3/7
     s = plan.supply("ts", "nvidia.com/gpu.shared")
-    assert (s.capacity, s.formula) == (16, "1×4 GPUs × 4 replicas")              # 1 x 4 GPUs x 4 replicas
+    assert (s.capacity, s.formula) == (16, "1×4 GPUs × 4 replicas")  # 1 x 4 GPUs x 4 replicas
     assert s.gpu_per_unit == F(1, 4) and s.gpu_equivalents == 4
-    assert plan.total_gpus == 18                                                 # 2 + 8 + 2*2 + 4
+    assert plan.total_gpus == 18  # 2 + 8 + 2*2 + 4
 
 
 def test_attribution_across_pools(plan):
@@ -118,7 +119,13 @@ def test_headroom_and_ratio(plan):
     assert (gpu.capacity, gpu.granted, gpu.allowed, gpu.headroom, gpu.ratio) == (10, 10, 10, 0, 1)
     shared = plan.resource("nvidia.com/gpu.shared")
     # allowed = floor(16 x 1.5) = 24; granted 20 + 2 = 22; headroom 2; ratio 22/16
-    assert (shared.capacity, shared.granted, shared.max_ratio, shared.allowed, shared.headroom) == (16, 22, F(3, 2), 24, 2)
+    assert (shared.capacity, shared.granted, shared.max_ratio, shared.allowed, shared.headroom) == (
+        16,
+        22,
+        F(3, 2),
+        24,
+        2,
+    )
     assert shared.ratio == F(11, 8)
     mig = plan.resource("nvidia.com/mig-3g.40gb")
     assert (mig.capacity, mig.granted, mig.headroom) == (8, 4, 4)
@@ -132,7 +139,7 @@ def test_tenant_gpu_equivalents_share_and_cost(plan):
     assert alpha.cost.priced_gpu_equivalents == 5
     assert alpha.cost.unpriced_gpu_equivalents == F(12, 7)
     assert alpha.cost.per_hour == F("32.20")
-    assert alpha.cost.per_month == F("23506")                                   # 32.20 x 730
+    assert alpha.cost.per_month == F("23506")  # 32.20 x 730
     assert alpha.share == F(47, 7) / 18 == F(47, 126)
     beta = plan.tenant("beta")
     # 20 replicas x 1/4 GPU = 5 GPUs x 0.80 = 4.00/h, 2920/month
@@ -156,7 +163,7 @@ def test_cost_centres_and_total(plan):
     cc2 = plan.cost_center("cc-2")
     assert cc2.tenants == ("gamma", "delta")
     assert (cc2.gpu_equivalents, cc2.cost.per_hour, cc2.cost.per_month) == (F(11, 2), F("32.60"), F("23798"))
-    assert plan.total.gpu_equivalents == F(241, 14)                             # 82/7 + 11/2
+    assert plan.total.gpu_equivalents == F(241, 14)  # 82/7 + 11/2
     assert plan.total.per_hour == F("68.80") and plan.total.per_month == F("50224")
 
 
@@ -172,21 +179,77 @@ def test_unpriced_spec_has_no_chargeback(tmp_path):
 def test_json_documented_keys(plan):
     doc = json.loads(planfmt.format_json(plan))
     assert doc["schemaVersion"] == 1
-    assert set(doc) == {"schemaVersion", "cluster", "spec", "hoursPerMonth", "ok", "totals", "pools", "resources",
-                        "tenants", "costCenters", "migRollouts", "maxPerPod"}
+    assert set(doc) == {
+        "schemaVersion",
+        "cluster",
+        "spec",
+        "hoursPerMonth",
+        "ok",
+        "totals",
+        "pools",
+        "resources",
+        "tenants",
+        "costCenters",
+        "migRollouts",
+        "maxPerPod",
+    }
     assert doc["hoursPerMonth"] == 730 and doc["ok"] is True
-    assert set(doc["totals"]) == {"gpus", "gpuEquivalents", "pricedGpuEquivalents", "unpricedGpuEquivalents",
-                                  "costPerHour", "costPerMonth"}
+    assert set(doc["totals"]) == {
+        "gpus",
+        "gpuEquivalents",
+        "pricedGpuEquivalents",
+        "unpricedGpuEquivalents",
+        "costPerHour",
+        "costPerMonth",
+    }
     pool = doc["pools"][0]
-    assert set(pool) == {"name", "gpu", "nodes", "gpusPerNode", "gpus", "nodeNames", "nodeSelector", "sharing",
-                         "replicas", "pricePerGpuHour", "resources"}
-    assert set(pool["resources"][0]) == {"resource", "device", "capacity", "supply", "gpuPerUnit", "gpuEquivalents",
-                                         "granted", "grantedGpuEquivalents"}
-    assert set(doc["resources"][0]) == {"resource", "capacity", "granted", "maxRatio", "allowed", "headroom",
-                                        "ratio", "pools"}
+    assert set(pool) == {
+        "name",
+        "gpu",
+        "nodes",
+        "gpusPerNode",
+        "gpus",
+        "nodeNames",
+        "nodeSelector",
+        "sharing",
+        "replicas",
+        "pricePerGpuHour",
+        "resources",
+    }
+    assert set(pool["resources"][0]) == {
+        "resource",
+        "device",
+        "capacity",
+        "supply",
+        "gpuPerUnit",
+        "gpuEquivalents",
+        "granted",
+        "grantedGpuEquivalents",
+    }
+    assert set(doc["resources"][0]) == {
+        "resource",
+        "capacity",
+        "granted",
+        "maxRatio",
+        "allowed",
+        "headroom",
+        "ratio",
+        "pools",
+    }
     t = next(t for t in doc["tenants"] if t["name"] == "alpha")
-    assert {"name", "tier", "costCenter", "offboarded", "grants", "share", "gpuEquivalents", "costPerHour",
-            "costPerMonth", "unpricedGpuEquivalents", "allocations"} <= set(t)
+    assert {
+        "name",
+        "tier",
+        "costCenter",
+        "offboarded",
+        "grants",
+        "share",
+        "gpuEquivalents",
+        "costPerHour",
+        "costPerMonth",
+        "unpricedGpuEquivalents",
+        "allocations",
+    } <= set(t)
     assert t["costPerHour"] == 32.2 and t["costPerMonth"] == 23506
     assert {"name", "tenants", "share", "gpuEquivalents", "costPerHour", "costPerMonth"} <= set(doc["costCenters"][0])
     assert doc["totals"]["costPerHour"] == 68.8

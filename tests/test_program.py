@@ -1,4 +1,5 @@
 """The real Pulumi program under mocks: what it registers, under which parents, with which options."""
+
 from __future__ import annotations
 
 import contextlib
@@ -44,15 +45,19 @@ def test_golden_snapshot(stack):
         golden.write_text(actual + "\n")
         if not os.environ.get("GPUPOOL_UPDATE_GOLDEN"):
             pytest.fail(f"wrote missing golden file {golden}; review and commit it")
-    assert actual + "\n" == golden.read_text(), f"registered resources differ from {golden} " \
-                                                "(GPUPOOL_UPDATE_GOLDEN=1 pytest ... to accept)"
+    assert actual + "\n" == golden.read_text(), (
+        f"registered resources differ from {golden} (GPUPOOL_UPDATE_GOLDEN=1 pytest ... to accept)"
+    )
 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_kubernetes_resource_has_a_gpupool_component_parent(stack):
     _, monitor = _run(stack)
-    k8s = {k: r for k, r in monitor.requests.items()
-           if r["type"].startswith("kubernetes:") and not r["type"].startswith("pulumi:providers")}
+    k8s = {
+        k: r
+        for k, r in monitor.requests.items()
+        if r["type"].startswith("kubernetes:") and not r["type"].startswith("pulumi:providers")
+    }
     assert k8s
     for key, request in k8s.items():
         parent_type = request["parent"].split("::")[-2].split("$")[-1]
@@ -83,6 +88,7 @@ def test_render_is_exactly_what_is_registered(stack):
         if obj.patch:
             # Pulumi's own: patchForce on every patch, every node patch's wait (tests/test_rollout*.py).
             from components.k8s_objects import pulumi_only_annotations
+
             pulumi_only = pulumi_only_annotations(obj)
             assert PATCH_ANNOTATIONS.items() <= pulumi_only.items(), obj.name
             annotations = inputs["metadata"].pop("annotations")
@@ -92,16 +98,27 @@ def test_render_is_exactly_what_is_registered(stack):
                 inputs["metadata"]["annotations"] = rest
         assert inputs == rendered, obj.name
         assert not any(k.startswith("pulumi.com/") for k in rendered["metadata"].get("annotations", {})), obj.name
-    k8s_registered = {n for n, a in registered.items() if a.typ.startswith("kubernetes:")
-                      and not a.typ.startswith("pulumi:") and a.typ != "kubernetes:helm.sh/v4:Chart"}
+    k8s_registered = {
+        n
+        for n, a in registered.items()
+        if a.typ.startswith("kubernetes:")
+        and not a.typ.startswith("pulumi:")
+        and a.typ != "kubernetes:helm.sh/v4:Chart"
+    }
     assert k8s_registered == {o.name for o in plan.objects}
     chart = next(a for a in mocks.created if a.typ == "kubernetes:helm.sh/v4:Chart")
     assert chart.inputs["values"] == yaml.safe_load(documents[VALUES_FILE])
     for mode in MODES:
         rendered = [yaml.safe_load(t) for t in render_documents(plan, mode).values()]
-        carriers = [d["spec"]["values"] if d.get("kind") == "HelmRelease" else
-                    d["spec"]["source"]["helm"]["valuesObject"] if d.get("kind") == "Application" else d
-                    for d in rendered if d.get("kind") in ("HelmRelease", "Application") or "kind" not in d]
+        carriers = [
+            d["spec"]["values"]
+            if d.get("kind") == "HelmRelease"
+            else d["spec"]["source"]["helm"]["valuesObject"]
+            if d.get("kind") == "Application"
+            else d
+            for d in rendered
+            if d.get("kind") in ("HelmRelease", "Application") or "kind" not in d
+        ]
         assert carriers == [chart.inputs["values"]], mode
 
 
@@ -246,7 +263,6 @@ def test_sharing_edit_changes_config_and_restarts_readers_through_the_operator(t
     assert env(before)["migManager"]["env"] == env(after)["migManager"]["env"]  # MIG untouched: no MIG restart
 
 
-
 def test_operand_env_is_only_gpupools_config_hash():
     """The operator merges env per variable into its own templates: gpupool passes only its hash."""
     mocks, _ = _run("dev")
@@ -272,17 +288,25 @@ def test_gpupool_sets_no_operator_managed_variable(stack):
 
 
 def test_a_spec_env_list_is_kept_and_still_gets_the_hash(tmp_path):
-    spec_text = (ROOT / "stacks/dev/spec.yaml").read_text().replace(
-        "    namespace: gpu-operator\n",
-        "    namespace: gpu-operator\n    migRebootOnReconfigure: true\n    values:\n      devicePlugin:\n"
-        "        env: [{name: DEVICE_LIST_STRATEGY, value: volume-mounts}]\n", 1)
+    spec_text = (
+        (ROOT / "stacks/dev/spec.yaml")
+        .read_text()
+        .replace(
+            "    namespace: gpu-operator\n",
+            "    namespace: gpu-operator\n    migRebootOnReconfigure: true\n    values:\n      devicePlugin:\n"
+            "        env: [{name: DEVICE_LIST_STRATEGY, value: volume-mounts}]\n",
+            1,
+        )
+    )
     spec_path = _spec_text_with(tmp_path, "", "")
     spec_path.write_text(spec_text)
     chart = manifests.build(load_valid_spec(spec_path)).chart.values
     assert chart["devicePlugin"]["env"][0] == {"name": "DEVICE_LIST_STRATEGY", "value": "volume-mounts"}
     assert [e["name"] for e in chart["devicePlugin"]["env"]] == ["DEVICE_LIST_STRATEGY", manifests.HASH_ENV_PLUGIN]
-    assert chart["migManager"]["env"] == [{"name": manifests.HASH_ENV_MIG, "value": chart["migManager"]["env"][0]["value"]},
-                                          {"name": "WITH_REBOOT", "value": "true"}]
+    assert chart["migManager"]["env"] == [
+        {"name": manifests.HASH_ENV_MIG, "value": chart["migManager"]["env"][0]["value"]},
+        {"name": "WITH_REBOOT", "value": "true"},
+    ]
 
 
 def _exported(stack: str, monkeypatch) -> dict:

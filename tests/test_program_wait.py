@@ -8,6 +8,7 @@ Automation API do (``run_in_stack``, not the mocks' ``pulumi.runtime.test``, whi
 entry point) against the mock monitor, and checks how many registrations are in flight at that moment.
 It reads SDK internals on purpose: if a pulumi upgrade changes them, this test is where it shows.
 """
+
 from __future__ import annotations
 
 import asyncio

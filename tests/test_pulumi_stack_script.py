@@ -5,6 +5,7 @@ pid now used by another program; a foreign host only under GPUPOOL_SINGLE_WRITER
 never touched, and a torn `.attrs` sidecar of the file backend is removed while a valid one stays.
 The real engine runs the same script in tests/e2e/test_cli_path.py and test_crash_safety.py.
 """
+
 from __future__ import annotations
 
 import os
@@ -61,12 +62,19 @@ def _lock(env, host: str, pid: int, when: datetime | None = None) -> None:
     Path(env["FAKE_LOCK"]).write_text(
         "error: the stack is currently locked by 1 lock(s). Either wait for the other process(es) to end or "
         "delete the lock file with `pulumi cancel`.\n"
-        f"  file:///state/.pulumi/locks/organization/p/dev/0b1c.json: created by ci@{host} (pid {pid}) at {ts}\n")
+        f"  file:///state/.pulumi/locks/organization/p/dev/0b1c.json: created by ci@{host} (pid {pid}) at {ts}\n"
+    )
 
 
 def _run(env, op="up", **extra) -> tuple[subprocess.CompletedProcess, list[str]]:
-    p = subprocess.run(["bash", str(SCRIPT), "dev", op], env={**env, **extra}, text=True,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+    p = subprocess.run(
+        ["bash", str(SCRIPT), "dev", op],
+        env={**env, **extra},
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=60,
+    )
     log = Path(env["FAKE_LOG"])
     calls = log.read_text().splitlines() if log.exists() else []
     return p, [c.split()[0] for c in calls]
@@ -148,8 +156,9 @@ def test_a_torn_metadata_sidecar_is_removed_and_a_valid_one_kept(env, tmp_path):
 
 def test_a_failure_that_is_not_a_lock_is_not_retried(env):
     fake = Path(env["PATH"].split(":")[0]) / "pulumi"
-    fake.write_text(FAKE_PULUMI.replace('echo "Resources: 3 unchanged" ;;',
-                                        'echo "error: update failed" >&2; exit 1 ;;'))
+    fake.write_text(
+        FAKE_PULUMI.replace('echo "Resources: 3 unchanged" ;;', 'echo "error: update failed" >&2; exit 1 ;;')
+    )
     p, calls = _run(env)
     assert p.returncode == 1
     assert calls == ["login", "stack", "up"], calls

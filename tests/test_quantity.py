@@ -6,6 +6,7 @@ semantics included: round a non-zero value up to 1n, cap binary-suffixed values 
 path's need for a digit ("k" is 0 but "Ei" is an error). tests/e2e/test_quantity_kubernetes.py checks the
 transliteration against the real ParseQuantity compiled from the Go module cache.
 """
+
 from __future__ import annotations
 
 import json
@@ -98,8 +99,12 @@ def k8s_parse(s: str) -> tuple[Fraction, int | None] | None:
         base, exp = 10, _DEC[suffix]
     elif suffix in _BIN:
         base, exp = 2, _BIN[suffix]
-    elif len(suffix) > 1 and suffix[0] in "eE" and re.fullmatch(r"[-+]?[0-9]+", suffix[1:]) \
-            and -(2**63) <= int(suffix[1:]) < 2**63:
+    elif (
+        len(suffix) > 1
+        and suffix[0] in "eE"
+        and re.fullmatch(r"[-+]?[0-9]+", suffix[1:])
+        and -(2**63) <= int(suffix[1:]) < 2**63
+    ):
         base, exp = 10, int(suffix[1:])
         exponent = exp
     else:
@@ -136,9 +141,15 @@ _grammar = st.builds(
     st.text("0123456789", max_size=6),
     st.sampled_from(["", "."]),
     st.text("0123456789", max_size=4),
-    st.one_of(st.sampled_from(list(_DEC) + list(_BIN) + ["K", "Ki", "mi", "e", "E", "e+", "iB", "KB"]),
-              st.builds(lambda e, sign, digits: e + sign + digits, st.sampled_from("eE"),
-                        st.sampled_from(["", "+", "-"]), st.text("0123456789", min_size=1, max_size=3))),
+    st.one_of(
+        st.sampled_from(list(_DEC) + list(_BIN) + ["K", "Ki", "mi", "e", "E", "e+", "iB", "KB"]),
+        st.builds(
+            lambda e, sign, digits: e + sign + digits,
+            st.sampled_from("eE"),
+            st.sampled_from(["", "+", "-"]),
+            st.text("0123456789", min_size=1, max_size=3),
+        ),
+    ),
 )
 _noise = st.text(alphabet="0123456789.+-eEinumkKMGTPi x", max_size=10)
 
@@ -179,10 +190,12 @@ def test_gpupool_parses_what_kubernetes_parses_to_the_same_value(text):
 
 def stricter_on_purpose(text: str, exponent: int | None) -> bool:
     """Where gpupool refuses what Kubernetes reads, on purpose and with a clear message."""
-    return (text.startswith("-")  # no negative quantities
-            # no number at all: Kubernetes reads "+", "k", ".Mi" or "e5" as 0
-            or not re.match(r"^[+-]?([0-9]|\.[0-9])", text)
-            or (exponent is not None and abs(exponent) > MAX_EXPONENT))
+    return (
+        text.startswith("-")  # no negative quantities
+        # no number at all: Kubernetes reads "+", "k", ".Mi" or "e5" as 0
+        or not re.match(r"^[+-]?([0-9]|\.[0-9])", text)
+        or (exponent is not None and abs(exponent) > MAX_EXPONENT)
+    )
 
 
 @settings(max_examples=500, deadline=None)
@@ -204,11 +217,25 @@ def test_the_schema_and_its_hint_use_the_parsers_pattern():
     assert quantity.PATTERN in schema._PATTERN_HINTS
 
 
-@pytest.mark.parametrize("text, value", [
-    ("32000000000n", Fraction(32)), ("500u", Fraction(1, 2000)), ("250m", Fraction(1, 4)), ("2k", 2000),
-    ("1Ki", 1024), ("1.5Gi", 3 * 2**29), ("1Ei", 2**60), ("1e3", 1000), ("1E-3", Fraction(1, 1000)),
-    ("1E", 10**18), ("0.1n", Fraction(1, 10**9)), ("9Ei", 2**63 - 1), (".5", Fraction(1, 2)), ("5.", 5),
-])
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("32000000000n", Fraction(32)),
+        ("500u", Fraction(1, 2000)),
+        ("250m", Fraction(1, 4)),
+        ("2k", 2000),
+        ("1Ki", 1024),
+        ("1.5Gi", 3 * 2**29),
+        ("1Ei", 2**60),
+        ("1e3", 1000),
+        ("1E-3", Fraction(1, 1000)),
+        ("1E", 10**18),
+        ("0.1n", Fraction(1, 10**9)),
+        ("9Ei", 2**63 - 1),
+        (".5", Fraction(1, 2)),
+        ("5.", 5),
+    ],
+)
 def test_every_suffix(text, value):
     assert parse_quantity(text) == value
     assert k8s_parse(text)[0] == value  # the oracle agrees on the hand-picked cases too

@@ -1,4 +1,5 @@
 """`gpupool render`: deterministic files, one per object, valid against the Kubernetes OpenAPI schema."""
+
 from __future__ import annotations
 
 import errno
@@ -18,6 +19,7 @@ from gpupool.rules.engine import load_valid_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = sorted(p.parent.name for p in (ROOT / "stacks").glob("*/spec.yaml"))
+
 
 def _target_kubernetes() -> str:
     """The minor release the e2e control plane runs (toolchain/versions.env), as kubernetes-validate names it."""
@@ -65,8 +67,10 @@ def test_rendered_manifests_are_valid_kubernetes(stack, operator, tmp_path):
         kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
         checked += 1
     assert checked == len(documents) - len(chart_objects) > 10
-    assert sorted(chart_objects) == {"helmrelease": ["HelmRelease", "HelmRepository"], "argocd": ["Application"],
-                                     "values": []}[operator]
+    assert (
+        sorted(chart_objects)
+        == {"helmrelease": ["HelmRelease", "HelmRepository"], "argocd": ["Application"], "values": []}[operator]
+    )
     values_file = tmp_path / "helm" / "gpu-operator-values.yaml"
     assert values_file.exists() is (operator == "values")
     if operator == "values":
@@ -150,8 +154,9 @@ def test_output_dir_dash_writes_one_stream_to_stdout(tmp_path, monkeypatch, caps
 
 
 def test_a_local_chart_cannot_be_a_helmrelease(tmp_path, capsys):
-    spec = _stack_copy(tmp_path, "    namespace: gpu-operator\n",
-                       "    namespace: gpu-operator\n    chartPath: ./chart\n")
+    spec = _stack_copy(
+        tmp_path, "    namespace: gpu-operator\n", "    namespace: gpu-operator\n    chartPath: ./chart\n"
+    )
     (spec.parent / "chart").mkdir()
     out = tmp_path / "out"
     assert main(["render", str(spec), "--output-dir", str(out)]) == 2
@@ -225,8 +230,11 @@ def test_a_render_killed_half_way_leaves_the_previous_render(users_file, after, 
     # the next render finishes the job and clears what the killed one left
     assert main(["render", str(spec), "--output-dir", str(out)]) == 0
     assert "replicas: 6" in (out / "device-plugin-config.yaml").read_text()
-    leftovers = [p.name for p in [*out.iterdir(), *tmp_path.iterdir()]
-                 if p.name.startswith(".gpupool-staging-") or ".gpupool-new-" in p.name]
+    leftovers = [
+        p.name
+        for p in [*out.iterdir(), *tmp_path.iterdir()]
+        if p.name.startswith(".gpupool-staging-") or ".gpupool-new-" in p.name
+    ]
     assert leftovers == []
     assert (out / "README.md").exists() is users_file
 
@@ -262,7 +270,11 @@ def _stack_copy(tmp_path: Path, old: str = "", new: str = "") -> Path:
 
 def test_a_manifest_with_a_typo_is_rejected_by_the_validator():
     """The schema check above can fail: a misspelt field is caught in strict mode."""
-    bad = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "a"},
-           "spec": {"hardd": {"requests.nvidia.com/gpu": "1"}}}
+    bad = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "q", "namespace": "a"},
+        "spec": {"hardd": {"requests.nvidia.com/gpu": "1"}},
+    }
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(bad, KUBERNETES_VERSION, strict=True)

@@ -1,4 +1,5 @@
 """Rolling MIG re-layout: the per-node chains the program registers, their order, and what plan/diff say."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,8 +16,15 @@ NODES = ("n1", "n2", "n3", "n4", "n5")
 
 def _spec(preset="all-balanced", nodes=NODES, **ro) -> m.Spec:
     layout = {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1} if preset == "all-balanced" else {"1g.10gb": 7}
-    pool = m.NodePool("a100", "A100-80GB", 2, len(nodes), nodes=nodes,
-                      sharing=m.Sharing(mig=(m.MigGroup((0, 1), layout, preset),)), rollout=m.Rollout(**ro))
+    pool = m.NodePool(
+        "a100",
+        "A100-80GB",
+        2,
+        len(nodes),
+        nodes=nodes,
+        sharing=m.Sharing(mig=(m.MigGroup((0, 1), layout, preset),)),
+        rollout=m.Rollout(**ro),
+    )
     return m.Spec(m.Cluster("c"), (pool,), (m.Tier("batch", 1),), ())
 
 
@@ -32,8 +40,9 @@ def test_waves_follow_spec_order_in_groups_of_max_unavailable():
 def test_each_node_is_cordoned_relabelled_checked_and_uncordoned_in_order():
     objs = _pool_objects(_spec(max_unavailable=2, node_timeout_seconds=600))
     base = "pool-a100.n3"
-    cordon, mig, check, uncordon, labels = (objs[f"{base}{s}"] for s in
-                                           ("_cordon", "_mig", "_mig-check", "_uncordon", ""))
+    cordon, mig, check, uncordon, labels = (
+        objs[f"{base}{s}"] for s in ("_cordon", "_mig", "_mig-check", "_uncordon", "")
+    )
     assert cordon.manifest["spec"] == {"unschedulable": True} and "spec" not in uncordon.manifest
     assert cordon.field_manager == uncordon.field_manager == rollout.CORDON_MANAGER
     # Wave 2 starts after every node of wave 1 finished (uncordoned).
@@ -42,8 +51,10 @@ def test_each_node_is_cordoned_relabelled_checked_and_uncordoned_in_order():
     assert uncordon.depends_on == (check.name,)
     assert objs["pool-a100.n1_cordon"].depends_on == ("mig-config",)
     # The stale-success race: the new config and `pending` are written in the same apply.
-    assert mig.manifest["metadata"]["labels"] == {"nvidia.com/mig.config": "a100-80gb-all-balanced",
-                                                  "nvidia.com/mig.config.state": "pending"}
+    assert mig.manifest["metadata"]["labels"] == {
+        "nvidia.com/mig.config": "a100-80gb-all-balanced",
+        "nvidia.com/mig.config.state": "pending",
+    }
     assert mig.wait_for == rollout.done("a100-80gb-all-balanced")
     assert mig.timeout_seconds == 600 and check.timeout_seconds == rollout.CHECK_TIMEOUT_SECONDS
     assert check.wait_for.endswith("=a100-80gb-all-balanced")
@@ -89,8 +100,9 @@ def test_selector_pools_get_no_chain():
     objs = _pool_objects(dataclasses.replace(spec, pools=(pool,)))
     assert not objs
     (line,) = planmod.compute(dataclasses.replace(spec, pools=(pool,))).rollouts
-    assert line.waves == () and "node-group tooling rolls it" in format_table(planmod.compute(
-        dataclasses.replace(spec, pools=(pool,))))
+    assert line.waves == () and "node-group tooling rolls it" in format_table(
+        planmod.compute(dataclasses.replace(spec, pools=(pool,)))
+    )
 
 
 def test_plan_shows_order_and_nodes_unavailable_at_once():

@@ -3,6 +3,7 @@ from the toolchain's pulumi-kubernetes module), over every state a node can be i
 
 `make test` builds the evaluator and sets GPUPOOL_WAITFOR_EVAL and GPUPOOL_REQUIRE_TOOLS=1, so there a missing
 binary fails; elsewhere these tests are skipped without it."""
+
 from __future__ import annotations
 
 import json
@@ -20,19 +21,25 @@ NEW, OLD = "a100-80gb-all-1g.10gb", "a100-80gb-all-balanced"
 
 @pytest.fixture(scope="module")
 def evaluate():
-    path = os.environ.get("GPUPOOL_WAITFOR_EVAL") or subprocess.run(
-        ["bash", str(ROOT / "tools" / "build.sh"), "--print-waitfor"], capture_output=True, text=True).stdout.strip()
+    path = (
+        os.environ.get("GPUPOOL_WAITFOR_EVAL")
+        or subprocess.run(
+            ["bash", str(ROOT / "tools" / "build.sh"), "--print-waitfor"], capture_output=True, text=True
+        ).stdout.strip()
+    )
     if not (path and Path(path).is_file()):
         if os.environ.get("GPUPOOL_REQUIRE_TOOLS"):
             pytest.fail(f"GPUPOOL_REQUIRE_TOOLS is set but waitfor-eval is missing ({path}; make tools)")
         pytest.skip("waitfor-eval not built (make tools)")
 
     def run(expr: str, nodes: list[dict]) -> list[dict]:
-        done = subprocess.run([path], input=json.dumps({"expr": expr, "objects": nodes}), capture_output=True,
-                              text=True)
+        done = subprocess.run(
+            [path], input=json.dumps({"expr": expr, "objects": nodes}), capture_output=True, text=True
+        )
         lines = [json.loads(line) for line in done.stdout.splitlines()]
         assert done.returncode == 0, lines or done.stderr
         return lines
+
     return run
 
 
@@ -42,21 +49,24 @@ def node(config: str, state: str | None, checked: str | None) -> dict:
         labels[rollout.LABEL_STATE] = state
     if checked:
         labels[rollout.LABEL_CHECKED] = checked
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": "gpu-7", "labels": labels, "annotations": {"pulumi.com/patchForce": "true"}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "gpu-7", "labels": labels, "annotations": {"pulumi.com/patchForce": "true"}},
+    }
 
 
 # (config, state, checked) -> does step 2 stop waiting? After step 2's own apply the config is NEW and the state
 # `pending`; MIG Manager then moves the state. An object with the OLD config is an informer event from before
 # the apply (a Node's generation does not move on label changes, so the provider accepts it).
 DONE_CASES = {
-    (NEW, "pending", OLD): False,     # a real change, MIG Manager not done yet: wait
-    (NEW, "success", OLD): True,      # ... done
-    (NEW, "failed", OLD): True,       # ... failed: step 3 turns it into an error
-    (NEW, "rebooting", OLD): False,   # MIG Manager rebooting the node (WITH_REBOOT): wait
-    (NEW, "pending", None): True,     # never checked by gpupool (new node, or an upgrade): nothing to tell by
-    (NEW, "pending", NEW): True,      # a created chain for an unchanged config: MIG Manager would never answer
-    (OLD, "success", OLD): False,     # the stale object: the previous layout's success must not pass
+    (NEW, "pending", OLD): False,  # a real change, MIG Manager not done yet: wait
+    (NEW, "success", OLD): True,  # ... done
+    (NEW, "failed", OLD): True,  # ... failed: step 3 turns it into an error
+    (NEW, "rebooting", OLD): False,  # MIG Manager rebooting the node (WITH_REBOOT): wait
+    (NEW, "pending", None): True,  # never checked by gpupool (new node, or an upgrade): nothing to tell by
+    (NEW, "pending", NEW): True,  # a created chain for an unchanged config: MIG Manager would never answer
+    (OLD, "success", OLD): False,  # the stale object: the previous layout's success must not pass
     (OLD, "success", None): False,
     (OLD, "pending", NEW): False,
 }
@@ -85,8 +95,9 @@ def test_step_3_fails_on_failed_naming_the_node_and_its_state(evaluate):
 
 def test_step_3_ignores_objects_from_before_its_apply(evaluate):
     # `checked` still OLD: an older informer event, even one that says failed, neither passes nor errors.
-    results = evaluate(rollout.check(NEW), [node(NEW, "failed", OLD), node(NEW, "success", OLD),
-                                            node(NEW, "success", None)])
+    results = evaluate(
+        rollout.check(NEW), [node(NEW, "failed", OLD), node(NEW, "success", OLD), node(NEW, "success", None)]
+    )
     assert [(r["matched"], r.get("error")) for r in results] == [(False, None)] * 3, results
 
 

@@ -4,6 +4,7 @@ For the rules on the model (GP1xx-GP7xx) each example replaces top-level keys of
 failing one must produce a diagnostic with the rule's id, the passing one none. GP0xx examples are whole
 files; the bad-spec corpus exercises those ids. docs/rules.md must be what the registry generates.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,8 +20,11 @@ OURS = tuple(f"GP{n}" for n in range(1, 8))  # the model rules documented with b
 # GP8xx/GP9xx rules on the model too; the loader's (no check function) and GP809 (a tenant file's name) have
 # whole-file examples, which the bad-spec corpus exercises.
 FILE_EXAMPLES = {"GP809"}
-MODEL_RULES = sorted(i for i in RULES if i.startswith(OURS) or (
-    i.startswith(("GP8", "GP9")) and RULES[i].check is not None and i not in FILE_EXAMPLES))
+MODEL_RULES = sorted(
+    i
+    for i in RULES
+    if i.startswith(OURS) or (i.startswith(("GP8", "GP9")) and RULES[i].check is not None and i not in FILE_EXAMPLES)
+)
 
 
 def _ids(tmp_path: Path, snippet: str) -> list[str]:
@@ -71,8 +75,9 @@ def test_passing_example_does_not(tmp_path, rule_id):
 
 
 def test_docs_rules_md_is_current():
-    assert docs.DOCS_PATH.read_text(encoding="utf-8") == docs.render(), \
+    assert docs.DOCS_PATH.read_text(encoding="utf-8") == docs.render(), (
         "docs/rules.md is stale: run `python -m gpupool.rules.docs`"
+    )
 
 
 def test_docs_check_flag_reports_stale(tmp_path, capsys):

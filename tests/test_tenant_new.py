@@ -1,4 +1,5 @@
 """`gpupool tenant new`: scaffolds a tenant file that validates except for its placeholders (GP590)."""
+
 from __future__ import annotations
 
 import shutil
@@ -25,8 +26,10 @@ def project(tmp_path, monkeypatch):
 
 
 def test_scaffold_validates_except_for_the_placeholders(project, capsys):
-    assert main(["tenant", "new", "vision", "--tier", "standard", "--gpus", "gpu.shared=2", "1g.10gb=1",
-                 "--stack", "dev"]) == 0
+    assert (
+        main(["tenant", "new", "vision", "--tier", "standard", "--gpus", "gpu.shared=2", "1g.10gb=1", "--stack", "dev"])
+        == 0
+    )
     out, err = capsys.readouterr()
     target = project / "stacks/dev/tenants/vision.yaml"
     assert "created stacks/dev/tenants/vision.yaml" in out and "next steps:" in out
@@ -42,7 +45,8 @@ def test_scaffold_validates_except_for_the_placeholders(project, capsys):
     errors = [d for d in result.report.sorted() if d.is_error]
     assert [(d.rule, d.location.file, d.path) for d in errors] == [
         ("GP590", "stacks/dev/tenants/vision.yaml", "tenants[vision].owners[0]"),
-        ("GP590", "stacks/dev/tenants/vision.yaml", "tenants[vision].costCenter")]
+        ("GP590", "stacks/dev/tenants/vision.yaml", "tenants[vision].costCenter"),
+    ]
     assert "GP590" in err
     # filled in, the stack is valid
     target.write_text(text.replace("TODO-owner-group", "vision-team").replace("TODO-cost-center", "cc-7000"))
@@ -62,16 +66,19 @@ def test_refuses_to_overwrite(project, capsys):
     assert stray.read_text() == "# someone's draft\n" and existing.read_bytes() == before
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["Vision", "--tier", "standard"], "is not a tenant name"),
-    (["../evil", "--tier", "standard"], "is not a tenant name"),
-    (["vision", "--tier", "standrd"], 'no tier \'standrd\' (did you mean "standard"?)'),
-    (["vision", "--tier", "standard", "--gpus", "gpu"], "--gpus takes RES=N"),
-    (["vision", "--tier", "standard", "--gpus", "gpu=-1"], "must be a whole number"),
-    (["vision", "--tier", "standard", "--gpus", "gpu=99999999999"], "must be a whole number"),
-    (["vision", "--tier", "standard", "--gpus", "amd.com/gpu=1"], "is not a GPU resource name"),
-    (["vision", "--tier", "standard", "--gpus", "gpu=1", "nvidia.com/gpu=2"], "given twice"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["Vision", "--tier", "standard"], "is not a tenant name"),
+        (["../evil", "--tier", "standard"], "is not a tenant name"),
+        (["vision", "--tier", "standrd"], "no tier 'standrd' (did you mean \"standard\"?)"),
+        (["vision", "--tier", "standard", "--gpus", "gpu"], "--gpus takes RES=N"),
+        (["vision", "--tier", "standard", "--gpus", "gpu=-1"], "must be a whole number"),
+        (["vision", "--tier", "standard", "--gpus", "gpu=99999999999"], "must be a whole number"),
+        (["vision", "--tier", "standard", "--gpus", "amd.com/gpu=1"], "is not a GPU resource name"),
+        (["vision", "--tier", "standard", "--gpus", "gpu=1", "nvidia.com/gpu=2"], "given twice"),
+    ],
+)
 def test_usage_errors_write_nothing(project, capsys, argv, message):
     before = sorted(p.name for p in (project / "stacks/dev/tenants").iterdir())
     assert main(["tenant", "new", *argv, "--stack", "dev"]) == 2
@@ -80,8 +87,9 @@ def test_usage_errors_write_nothing(project, capsys, argv, message):
 
 
 def test_quota_that_does_not_fit_is_written_and_exits_1(project, capsys):
-    assert main(["tenant", "new", "big", "--tier", "production", "--gpus", "1g.10gb=100",
-                 "stacks/dev/spec.yaml"]) == 1  # the spec path after --gpus values is the SPEC
+    assert (
+        main(["tenant", "new", "big", "--tier", "production", "--gpus", "1g.10gb=100", "stacks/dev/spec.yaml"]) == 1
+    )  # the spec path after --gpus values is the SPEC
     out, err = capsys.readouterr()
     assert (project / "stacks/dev/tenants/big.yaml").is_file()
     assert "GP601" in err and "1 other error with big added" in err

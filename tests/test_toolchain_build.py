@@ -3,6 +3,7 @@
 A fake `go` on PATH stands in for the compiler (it sleeps, then writes the binary, or fails), so these run
 in seconds and never touch the real cache.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,13 +42,18 @@ def env(tmp_path):
     (fake / "go").write_text(FAKE_GO)
     (fake / "go").chmod(0o755)
     cache = tmp_path / "cache"
-    return {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "GPUPOOL_TOOLCHAIN_DIR": str(cache),
-            "PROGRESS_SECS": "1"}
+    return {
+        **os.environ,
+        "PATH": f"{fake}:{os.environ['PATH']}",
+        "GPUPOOL_TOOLCHAIN_DIR": str(cache),
+        "PROGRESS_SECS": "1",
+    }
 
 
 def _expected(name: str) -> str:
-    row = next(line for line in (ROOT / "toolchain" / "README.md").read_text().splitlines()
-               if line.startswith(f"| {name} |"))
+    row = next(
+        line for line in (ROOT / "toolchain" / "README.md").read_text().splitlines() if line.startswith(f"| {name} |")
+    )
     return re.search(r"[0-9]+", row.split("|")[2]).group(0)
 
 

@@ -1,6 +1,7 @@
 """Tenant files are untrusted input: what is refused is never read or quoted, and what is accepted
 (8.0 as 8, .yml/.YAML files, a trailing ---, symlinks inside the stack, service-account owners) works
 all the way to the rendered objects and the plan."""
+
 from __future__ import annotations
 
 import contextlib
@@ -82,15 +83,18 @@ def test_a_symlink_inside_the_stack_is_read(tmp_path):
     assert [d.rule for d in result.report.warnings if d.rule == "GP911"] == ["GP911"]  # the shared/ subdirectory
 
 
-@pytest.mark.parametrize("content", [
-    f'name: team\ntier: "{SECRET}\n',                         # unterminated quoted scalar
-    f"name: team\ntier: standard\nx: !!int {SECRET}\n",       # a value its tag cannot read
-    f"name: team\ntier: standard\nx: !secret {SECRET}\n",     # an unknown tag
-    f"name: team\n{SECRET}: [\n",                              # unclosed flow sequence
-    f"name: team\ntier: standard\n\t{SECRET}: 1\n",           # a tab
-    f"name: team\n- {SECRET}\n",                               # a list item inside a mapping
-    f"name: team\ntier: *{SECRET}\n",                          # an undefined alias
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        f'name: team\ntier: "{SECRET}\n',  # unterminated quoted scalar
+        f"name: team\ntier: standard\nx: !!int {SECRET}\n",  # a value its tag cannot read
+        f"name: team\ntier: standard\nx: !secret {SECRET}\n",  # an unknown tag
+        f"name: team\n{SECRET}: [\n",  # unclosed flow sequence
+        f"name: team\ntier: standard\n\t{SECRET}: 1\n",  # a tab
+        f"name: team\n- {SECRET}\n",  # a list item inside a mapping
+        f"name: team\ntier: *{SECRET}\n",  # an undefined alias
+    ],
+)
 def test_parse_errors_never_quote_the_file(tmp_path, content):
     spec = _stack(tmp_path, {"team.yaml": content})
     result = validate_file(spec, cwd=tmp_path)
@@ -115,8 +119,13 @@ def test_whole_number_floats_are_integers_and_plan_and_render_work(tmp_path):
 
 
 def test_helm_values_keep_their_numbers_as_written(tmp_path):
-    spec = _stack(tmp_path, {"team.yaml": TENANT.format(name="team")}, SPEC.replace(
-        "cluster: {name: dev}", "cluster:\n  name: dev\n  gpuOperator: {values: {dcgm: {interval: 30.0}}}"))
+    spec = _stack(
+        tmp_path,
+        {"team.yaml": TENANT.format(name="team")},
+        SPEC.replace(
+            "cluster: {name: dev}", "cluster:\n  name: dev\n  gpuOperator: {values: {dcgm: {interval: 30.0}}}"
+        ),
+    )
     result = validate_file(spec, cwd=tmp_path)
     assert result.ok
     assert type(result.spec.cluster.operator.values["dcgm"]["interval"]) is float
@@ -137,8 +146,15 @@ def test_a_leading_and_a_trailing_document_separator_are_accepted(tmp_path):
 
 
 def test_skipped_files_are_warned_about_and_hidden_files_are_not(tmp_path):
-    spec = _stack(tmp_path, {"team.yaml": TENANT.format(name="team"), "README.md": "# tenants\n",
-                             ".gitkeep": "", "archive/old.yaml": TENANT.format(name="old")})
+    spec = _stack(
+        tmp_path,
+        {
+            "team.yaml": TENANT.format(name="team"),
+            "README.md": "# tenants\n",
+            ".gitkeep": "",
+            "archive/old.yaml": TENANT.format(name="old"),
+        },
+    )
     result = validate_file(spec, cwd=tmp_path)
     assert result.ok
     skipped = sorted(d.message.split(" ", 1)[0] for d in result.report.warnings if d.rule == "GP911")
@@ -149,7 +165,8 @@ def test_skipped_files_are_warned_about_and_hidden_files_are_not(tmp_path):
 
 def test_owners_become_group_and_service_account_subjects_of_the_chosen_role(tmp_path):
     tenant = TENANT.format(name="team").replace(
-        "owners: [team]", 'owners: [team, "group:oidc:ml", "serviceaccount:ci:deployer"]\nownerRole: admin')
+        "owners: [team]", 'owners: [team, "group:oidc:ml", "serviceaccount:ci:deployer"]\nownerRole: admin'
+    )
     spec = _stack(tmp_path, {"team.yaml": tenant})
     result = validate_file(spec, cwd=tmp_path)
     assert result.ok, [d.render() for d in result.report.diagnostics]
@@ -159,13 +176,16 @@ def test_owners_become_group_and_service_account_subjects_of_the_chosen_role(tmp
     assert binding["subjects"] == [
         {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "team"},
         {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "oidc:ml"},
-        {"kind": "ServiceAccount", "name": "deployer", "namespace": "ci"}]
+        {"kind": "ServiceAccount", "name": "deployer", "namespace": "ci"},
+    ]
     assert not [o for o in objects if o.kind == "ClusterRole"]  # Kubernetes' own aggregated roles, no hand-written one
 
 
 def test_the_default_owner_role_is_edit(tmp_path):
     spec = _stack(tmp_path, {"team.yaml": TENANT.format(name="team")})
-    binding = next(o for o in manifests.build(validate_file(spec, cwd=tmp_path).spec).objects if o.kind == "RoleBinding")
+    binding = next(
+        o for o in manifests.build(validate_file(spec, cwd=tmp_path).spec).objects if o.kind == "RoleBinding"
+    )
     assert binding.manifest["roleRef"]["name"] == "edit"
 
 

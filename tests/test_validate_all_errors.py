@@ -1,4 +1,5 @@
 """One run reports every error: a capacity overrun is found even when something else is also wrong."""
+
 from __future__ import annotations
 
 from gpupool.cli.main import main

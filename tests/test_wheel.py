@@ -7,6 +7,7 @@ source. To stay offline and fast, the new venv gets its third-party dependencies
 site-packages through a .pth line (a plain path: the test venv's own .pth files, among them the editable
 gpupool finder, are not run), and the wheel's declared requirements are checked to be what it needs.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,12 @@ def wheel(tmp_path_factory) -> Path:
         else:
             shutil.copy(ROOT / name, src / name)
     dist = tmp_path_factory.mktemp("dist")
-    p = subprocess.run([*PIP, "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist), str(src)],
-                       capture_output=True, text=True, env=PIP_ENV)
+    p = subprocess.run(
+        [*PIP, "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist), str(src)],
+        capture_output=True,
+        text=True,
+        env=PIP_ENV,
+    )
     assert p.returncode == 0, p.stderr
     (whl,) = dist.glob("gpupool-*.whl")
     return whl
@@ -48,11 +53,21 @@ def installed(wheel, tmp_path_factory) -> Path:
     env = tmp_path_factory.mktemp("venv")
     venv.create(env, with_pip=False)  # the test venv's pip installs into it (`pip --python`)
     python = env / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     (site / "gpupool-test-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    p = subprocess.run([*PIP, "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
-                       capture_output=True, text=True, env=PIP_ENV)
+    p = subprocess.run(
+        [*PIP, "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        capture_output=True,
+        text=True,
+        env=PIP_ENV,
+    )
     assert p.returncode == 0, p.stderr
     check = subprocess.run([*PIP, "--python", str(python), "check"], capture_output=True, text=True, env=PIP_ENV)
     assert "gpupool" not in check.stdout, check.stdout  # every Requires-Dist of the wheel is importable
@@ -63,8 +78,13 @@ def test_the_wheel_has_one_top_level_package_and_its_data(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
     assert top == {"gpupool"}, top
-    for data in ("gpupool/schemas/gpupool.schema.json", "gpupool/schemas/tenant.schema.json",
-                 "gpupool/gpu/mig.yaml", "gpupool/k8s/gpu-operator.yaml", "gpupool/pulumi/program.py"):
+    for data in (
+        "gpupool/schemas/gpupool.schema.json",
+        "gpupool/schemas/tenant.schema.json",
+        "gpupool/gpu/mig.yaml",
+        "gpupool/k8s/gpu-operator.yaml",
+        "gpupool/pulumi/program.py",
+    ):
         assert data in names, data
 
 
@@ -92,19 +112,27 @@ def test_the_installed_package_works_outside_the_repository(installed, tmp_path)
     assert schema["properties"]["apiVersion"]
     version = _run(installed, work, "--version").stdout
     assert version.strip() == f"gpupool {_project_version()}"
-    module = subprocess.run([str(installed / "python"), "-m", "gpupool", "--version"], cwd=work,
-                            capture_output=True, text=True)
+    module = subprocess.run(
+        [str(installed / "python"), "-m", "gpupool", "--version"], cwd=work, capture_output=True, text=True
+    )
     assert module.stdout == version
     # the installed copy is what ran, not the repository's
-    where = subprocess.run([str(installed / "python"), "-c", "import gpupool.spec.schema as s; print(s.SCHEMA_DIR)"],
-                           cwd=work, capture_output=True, text=True, check=True).stdout.strip()
+    where = subprocess.run(
+        [str(installed / "python"), "-c", "import gpupool.spec.schema as s; print(s.SCHEMA_DIR)"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert str(ROOT) not in where and where.endswith("gpupool/schemas")
 
 
 def test_the_components_import_from_the_installed_package(installed, tmp_path):
     """A user's own Pulumi program imports them as gpupool.pulumi (the [pulumi] extra brings the SDK)."""
-    probe = ("import importlib.util; from gpupool.pulumi.program import deploy, load_or_stop, provider; "
-             "import gpupool.pulumi.program as p; print(p.__file__); print(importlib.util.find_spec('components'))")
+    probe = (
+        "import importlib.util; from gpupool.pulumi.program import deploy, load_or_stop, provider; "
+        "import gpupool.pulumi.program as p; print(p.__file__); print(importlib.util.find_spec('components'))"
+    )
     out = subprocess.run([str(installed / "python"), "-c", probe], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     origin, components = out.stdout.splitlines()

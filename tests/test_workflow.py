@@ -4,6 +4,7 @@ artifact and the preview folded in.
 
 actionlint is built from its Go module by `make tools` (tools/build.sh, pin in tools/versions.env);
 `make test` sets GPUPOOL_ACTIONLINT and GPUPOOL_REQUIRE_TOOLS=1, so there a missing binary fails."""
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,9 @@ WORKFLOW = ROOT / ".github" / "workflows" / "gpupool.yml"
 def actionlint() -> str:
     path = os.environ.get("GPUPOOL_ACTIONLINT") or shutil.which("actionlint")
     if not path:
-        built = subprocess.run(["bash", str(ROOT / "tools" / "build.sh"), "--print-bin-dir"], capture_output=True,
-                               text=True).stdout.strip()
+        built = subprocess.run(
+            ["bash", str(ROOT / "tools" / "build.sh"), "--print-bin-dir"], capture_output=True, text=True
+        ).stdout.strip()
         path = str(Path(built) / "actionlint") if built else ""
     if path and Path(path).is_file():
         return path
@@ -34,8 +36,9 @@ def actionlint() -> str:
 
 def _lint(actionlint: str, path: Path) -> subprocess.CompletedProcess:
     # -shellcheck= / -pyflakes=: only actionlint's own checks, whatever else is on PATH
-    return subprocess.run([actionlint, "-no-color", "-shellcheck=", "-pyflakes=", str(path)], capture_output=True,
-                          text=True, cwd=ROOT)
+    return subprocess.run(
+        [actionlint, "-no-color", "-shellcheck=", "-pyflakes=", str(path)], capture_output=True, text=True, cwd=ROOT
+    )
 
 
 def test_actionlint_passes(actionlint):

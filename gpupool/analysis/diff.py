@@ -14,6 +14,7 @@ that one side could not read is taken from the other side on both, so it shows n
 in `SpecDiff.unknown` instead (a tenant whose file failed to load is "unreadable", never "removed").
 Formatting lives in gpupool.present.diff.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 
 # -- result types --------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class QuotaDelta:
@@ -69,8 +71,11 @@ class Headroom:
 
     @property
     def changed(self) -> bool:
-        return (self.capacity_before, self.granted_before, self.headroom_before) != \
-            (self.capacity_after, self.granted_after, self.headroom_after)
+        return (self.capacity_before, self.granted_before, self.headroom_before) != (
+            self.capacity_after,
+            self.granted_after,
+            self.headroom_after,
+        )
 
 
 @dataclass(frozen=True)
@@ -165,8 +170,11 @@ class SpecDiff:
 
     def summary(self) -> dict[str, int]:
         """The counts of the terraform-style summary line."""
-        offboarding = [t for t in self.tenants if t.kind == "changed" and t.offboarded
-                       and any(x.startswith("offboarded") for x in t.details)]
+        offboarding = [
+            t
+            for t in self.tenants
+            if t.kind == "changed" and t.offboarded and any(x.startswith("offboarded") for x in t.details)
+        ]
         return {
             "tenantsOnboarded": sum(t.kind == "added" for t in self.tenants),
             "tenantsChanged": sum(t.kind == "changed" for t in self.tenants) - len(offboarding),
@@ -192,11 +200,19 @@ class SpecDiff:
 
     @property
     def empty(self) -> bool:
-        return not (self.tenants or self.mig or self.plugin or self.objects or self.pool_plugin_keys
-                    or self.configs or any(h.changed for h in self.headroom))
+        return not (
+            self.tenants
+            or self.mig
+            or self.plugin
+            or self.objects
+            or self.pool_plugin_keys
+            or self.configs
+            or any(h.changed for h in self.headroom)
+        )
 
 
 # -- tenants -------------------------------------------------------------------------------------
+
 
 def _effective(t: m.Tenant) -> dict[str, int]:
     """What the quota enforces: an offboarded tenant's quota is 0 everywhere."""
@@ -212,20 +228,36 @@ def tenant_changes(base: m.Spec | None, head: m.Spec | None) -> list[TenantChang
         if b is None:
             assert a is not None  # every name comes from one side or the other
             quotas = tuple(QuotaDelta(r, 0, n) for r, n in sorted(_effective(a).items()))
-            out.append(TenantChange(name, "added", quotas, tier=a.tier, cost_center=a.cost_center,
-                                    offboarded=a.offboarded))
+            out.append(
+                TenantChange(name, "added", quotas, tier=a.tier, cost_center=a.cost_center, offboarded=a.offboarded)
+            )
         elif a is None:
             quotas = tuple(QuotaDelta(r, n, 0) for r, n in sorted(_effective(b).items()) if n)
-            out.append(TenantChange(name, "removed", quotas, namespace="deleted" if b.offboarded else "retained",
-                                    tier=b.tier, cost_center=b.cost_center, offboarded=b.offboarded))
+            out.append(
+                TenantChange(
+                    name,
+                    "removed",
+                    quotas,
+                    namespace="deleted" if b.offboarded else "retained",
+                    tier=b.tier,
+                    cost_center=b.cost_center,
+                    offboarded=b.offboarded,
+                )
+            )
         else:
             eb, ea = _effective(b), _effective(a)
-            quotas = tuple(QuotaDelta(r, eb.get(r, 0), ea.get(r, 0)) for r in sorted(set(eb) | set(ea))
-                           if eb.get(r, 0) != ea.get(r, 0))
+            quotas = tuple(
+                QuotaDelta(r, eb.get(r, 0), ea.get(r, 0))
+                for r in sorted(set(eb) | set(ea))
+                if eb.get(r, 0) != ea.get(r, 0)
+            )
             details = []
             if b.offboarded != a.offboarded:
-                details.append("offboarded: quota set to 0; removing it from the spec will then delete its namespace"
-                               if a.offboarded else "no longer offboarded: quota restored")
+                details.append(
+                    "offboarded: quota set to 0; removing it from the spec will then delete its namespace"
+                    if a.offboarded
+                    else "no longer offboarded: quota restored"
+                )
             if b.tier != a.tier:
                 details.append(f"tier {b.tier} → {a.tier}")
             if b.cost_center != a.cost_center:
@@ -235,9 +267,14 @@ def tenant_changes(base: m.Spec | None, head: m.Spec | None) -> list[TenantChang
                 removed = [o for o in b.owners if o not in a.owners]
                 details.append("owners " + ", ".join([f"+{o}" for o in added] + [f"-{o}" for o in removed]))
             if dict(b.compute) != dict(a.compute):
-                details.append("compute quota " + ", ".join(
-                    f"{k} {b.compute.get(k, '-')} → {a.compute.get(k, '-')}"
-                    for k in sorted(set(b.compute) | set(a.compute)) if b.compute.get(k) != a.compute.get(k)))
+                details.append(
+                    "compute quota "
+                    + ", ".join(
+                        f"{k} {b.compute.get(k, '-')} → {a.compute.get(k, '-')}"
+                        for k in sorted(set(b.compute) | set(a.compute))
+                        if b.compute.get(k) != a.compute.get(k)
+                    )
+                )
             if b.container_defaults != a.container_defaults:
                 details.append("container defaults changed")
             if dict(b.labels) != dict(a.labels):
@@ -245,16 +282,31 @@ def tenant_changes(base: m.Spec | None, head: m.Spec | None) -> list[TenantChang
             assert base is not None and head is not None  # b and a are tenants of these
             mb, ma = base.max_per_pod(b), head.max_per_pod(a)
             if mb != ma:
-                details.append("max per pod " + ", ".join(
-                    f"{r} {mb.get(r, '-')} → {ma.get(r, '-')}" for r in sorted(set(mb) | set(ma))
-                    if mb.get(r) != ma.get(r)))
+                details.append(
+                    "max per pod "
+                    + ", ".join(
+                        f"{r} {mb.get(r, '-')} → {ma.get(r, '-')}"
+                        for r in sorted(set(mb) | set(ma))
+                        if mb.get(r) != ma.get(r)
+                    )
+                )
             if quotas or details:
-                out.append(TenantChange(name, "changed", quotas, tuple(details), tier=a.tier,
-                                        cost_center=a.cost_center, offboarded=a.offboarded))
+                out.append(
+                    TenantChange(
+                        name,
+                        "changed",
+                        quotas,
+                        tuple(details),
+                        tier=a.tier,
+                        cost_center=a.cost_center,
+                        offboarded=a.offboarded,
+                    )
+                )
     return out
 
 
 # -- headroom ------------------------------------------------------------------------------------
+
 
 def headroom_changes(base_plan: planmod.CapacityPlan | None, head_plan: planmod.CapacityPlan | None) -> list[Headroom]:
     b = {r.resource: r for r in (base_plan.resources if base_plan else ())}
@@ -262,13 +314,22 @@ def headroom_changes(base_plan: planmod.CapacityPlan | None, head_plan: planmod.
     out = []
     for name in sorted(set(b) | set(a)):
         rb, ra = b.get(name), a.get(name)
-        out.append(Headroom(name, rb.capacity if rb else None, ra.capacity if ra else None,
-                            rb.granted if rb else None, ra.granted if ra else None,
-                            rb.headroom if rb else None, ra.headroom if ra else None))
+        out.append(
+            Headroom(
+                name,
+                rb.capacity if rb else None,
+                ra.capacity if ra else None,
+                rb.granted if rb else None,
+                ra.granted if ra else None,
+                rb.headroom if rb else None,
+                ra.headroom if ra else None,
+            )
+        )
     return out
 
 
 # -- MIG -----------------------------------------------------------------------------------------
+
 
 def layout_text(pool: m.NodePool | None) -> str:
     if pool is None or not pool.sharing.mig:
@@ -305,8 +366,9 @@ def _plugin_by_pool(built: manifests.Plan | None) -> tuple[dict[str, str], dict[
     return data, {pool: c["devicePluginConfig"] for pool, c in built.pool_configs.items()}
 
 
-def mig_changes(base: m.Spec | None, head: m.Spec | None, built_b: manifests.Plan | None,
-                built_a: manifests.Plan | None) -> list[MigChange]:
+def mig_changes(
+    base: m.Spec | None, head: m.Spec | None, built_b: manifests.Plan | None, built_a: manifests.Plan | None
+) -> list[MigChange]:
     if head is None:
         return []
     cfg_a = _mig_by_pool(built_a)
@@ -314,7 +376,7 @@ def mig_changes(base: m.Spec | None, head: m.Spec | None, built_b: manifests.Pla
     pools_b = {p.name: p for p in (base.pools if base else ())}
     # What each named node was configured as before, whichever pool it was in.
     node_cfg_b: dict[str, str | None] = {}
-    for p in (base.pools if base else ()):
+    for p in base.pools if base else ():
         for n in p.nodes:
             node_cfg_b[n] = cfg_b.get(p.name)
     reboot = head.cluster.operator.mig_reboot
@@ -338,25 +400,62 @@ def mig_changes(base: m.Spec | None, head: m.Spec | None, built_b: manifests.Pla
             new_nodes = tuple(n for n in nodes if n not in node_cfg_b)
             # The program chains every node in waves; a node whose config is unchanged passes at once, so what
             # really waits is each wave's changed nodes, in order.
-            rolled = tuple(w for w in (tuple(n for n in wave if n in nodes and n not in new_nodes)
-                                       for wave in rollout.waves(pool)) if w)
-            out.append(MigChange(pool.name, kind, before, after, layout_text(old), layout_text(pool), nodes, {},
-                                 len(nodes), reboot, pool.gpu_model, old.gpu_model if old else "",
-                                 _groups(old), _groups(pool), rolled, new_nodes,
-                                 max((len(w) for w in rolled), default=0), pool.rollout.cordon,
-                                 pool.rollout.node_timeout_seconds))
+            rolled = tuple(
+                w
+                for w in (tuple(n for n in wave if n in nodes and n not in new_nodes) for wave in rollout.waves(pool))
+                if w
+            )
+            out.append(
+                MigChange(
+                    pool.name,
+                    kind,
+                    before,
+                    after,
+                    layout_text(old),
+                    layout_text(pool),
+                    nodes,
+                    {},
+                    len(nodes),
+                    reboot,
+                    pool.gpu_model,
+                    old.gpu_model if old else "",
+                    _groups(old),
+                    _groups(pool),
+                    rolled,
+                    new_nodes,
+                    max((len(w) for w in rolled), default=0),
+                    pool.rollout.cordon,
+                    pool.rollout.node_timeout_seconds,
+                )
+            )
         else:
             if old is not None and before == after:
                 continue
             if old is None and after == manifests.MIG_DISABLED:
                 continue
-            out.append(MigChange(pool.name, "added" if old is None else "changed", before, after, layout_text(old),
-                                 layout_text(pool), (), dict(pool.node_selector), pool.node_count, reboot,
-                                 pool.gpu_model, old.gpu_model if old else "", _groups(old), _groups(pool)))
+            out.append(
+                MigChange(
+                    pool.name,
+                    "added" if old is None else "changed",
+                    before,
+                    after,
+                    layout_text(old),
+                    layout_text(pool),
+                    (),
+                    dict(pool.node_selector),
+                    pool.node_count,
+                    reboot,
+                    pool.gpu_model,
+                    old.gpu_model if old else "",
+                    _groups(old),
+                    _groups(pool),
+                )
+            )
     return out
 
 
 # -- device plugin -------------------------------------------------------------------------------
+
 
 def _plugin_summary(text: str | None) -> tuple[str | None, int | None]:
     if text is None:
@@ -370,8 +469,9 @@ def _plugin_summary(text: str | None) -> tuple[str | None, int | None]:
     return "exclusive", 1
 
 
-def plugin_changes(built_b: manifests.Plan | None,
-                   built_a: manifests.Plan | None) -> tuple[list[PluginChange], list[tuple]]:
+def plugin_changes(
+    built_b: manifests.Plan | None, built_a: manifests.Plan | None
+) -> tuple[list[PluginChange], list[tuple]]:
     data_b, by_pool_b = _plugin_by_pool(built_b)
     data_a, by_pool_a = _plugin_by_pool(built_a)
     out = []
@@ -382,15 +482,28 @@ def plugin_changes(built_b: manifests.Plan | None,
         kind = "added" if tb is None else "removed" if ta is None else "changed"
         sb, rb = _plugin_summary(tb)
         sa, ra = _plugin_summary(ta)
-        out.append(PluginChange(key, kind, sb, sa, rb, ra,
-                                tuple(sorted(p for p, k in by_pool_b.items() if k == key)),
-                                tuple(sorted(p for p, k in by_pool_a.items() if k == key))))
-    moved = [(p, by_pool_b.get(p), by_pool_a.get(p)) for p in sorted(set(by_pool_b) & set(by_pool_a))
-             if by_pool_b.get(p) != by_pool_a.get(p)]
+        out.append(
+            PluginChange(
+                key,
+                kind,
+                sb,
+                sa,
+                rb,
+                ra,
+                tuple(sorted(p for p, k in by_pool_b.items() if k == key)),
+                tuple(sorted(p for p, k in by_pool_a.items() if k == key)),
+            )
+        )
+    moved = [
+        (p, by_pool_b.get(p), by_pool_a.get(p))
+        for p in sorted(set(by_pool_b) & set(by_pool_a))
+        if by_pool_b.get(p) != by_pool_a.get(p)
+    ]
     return out, moved
 
 
 # -- config entries, as unified diffs -----------------------------------------------------------
+
 
 def _mig_entries_text(built: manifests.Plan | None) -> dict[str, str]:
     """mig-parted config name -> that entry as YAML, from the MIG Manager ConfigMap the build holds."""
@@ -402,9 +515,13 @@ def _mig_entries_text(built: manifests.Plan | None) -> dict[str, str]:
 
 
 def _unified(before: str | None, after: str | None, label_b: str, label_a: str) -> str:
-    lines = difflib.unified_diff((before or "").splitlines(keepends=True), (after or "").splitlines(keepends=True),
-                                 label_b if before is not None else "/dev/null",
-                                 label_a if after is not None else "/dev/null", n=3)
+    lines = difflib.unified_diff(
+        (before or "").splitlines(keepends=True),
+        (after or "").splitlines(keepends=True),
+        label_b if before is not None else "/dev/null",
+        label_a if after is not None else "/dev/null",
+        n=3,
+    )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
@@ -421,18 +538,34 @@ def config_diffs(built_b: manifests.Plan | None, built_a: manifests.Plan | None)
         nb, na = cfg_b.get(pool), cfg_a.get(pool)
         tb, ta = mig_b.get(nb) if nb else None, mig_a.get(na) if na else None
         if (tb or ta) and tb != ta:
-            out.append(ConfigDiff(pool, "mig", nb, na, _unified(tb, ta, f"BASE {manifests.MIG_CONFIGMAP}: {nb}",
-                                                                f"HEAD {manifests.MIG_CONFIGMAP}: {na}")))
+            out.append(
+                ConfigDiff(
+                    pool,
+                    "mig",
+                    nb,
+                    na,
+                    _unified(tb, ta, f"BASE {manifests.MIG_CONFIGMAP}: {nb}", f"HEAD {manifests.MIG_CONFIGMAP}: {na}"),
+                )
+            )
         kb, ka = key_b.get(pool), key_a.get(pool)
         tb, ta = data_b.get(kb) if kb else None, data_a.get(ka) if ka else None
         if tb != ta:
-            out.append(ConfigDiff(pool, "device-plugin", kb, ka,
-                                  _unified(tb, ta, f"BASE {manifests.PLUGIN_CONFIGMAP}: {kb}",
-                                           f"HEAD {manifests.PLUGIN_CONFIGMAP}: {ka}")))
+            out.append(
+                ConfigDiff(
+                    pool,
+                    "device-plugin",
+                    kb,
+                    ka,
+                    _unified(
+                        tb, ta, f"BASE {manifests.PLUGIN_CONFIGMAP}: {kb}", f"HEAD {manifests.PLUGIN_CONFIGMAP}: {ka}"
+                    ),
+                )
+            )
     return out
 
 
 # -- rendered objects ----------------------------------------------------------------------------
+
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(value, dict) and value:
@@ -463,27 +596,45 @@ def _object_name(manifest: dict) -> str:
 def object_changes(base_objects: list[manifests.Desired], head_objects: list[manifests.Desired]) -> list[ObjectChange]:
     objs_b = {render.file_name(o): o for o in base_objects}
     objs_a = {render.file_name(o): o for o in head_objects}
+
     # A rendered file is its header (component, patch, retain flags) plus the dumped manifest, and the dump is
     # deterministic: comparing those inputs says whether the file changes, without dumping 10,000s of YAML docs.
     def same(x, y) -> bool:
-        return (x.component, x.patch, x.retain_on_delete, x.manifest) == (y.component, y.patch, y.retain_on_delete,
-                                                                          y.manifest)
+        return (x.component, x.patch, x.retain_on_delete, x.manifest) == (
+            y.component,
+            y.patch,
+            y.retain_on_delete,
+            y.manifest,
+        )
+
     out = []
     for name in sorted(set(objs_b) | set(objs_a)):
         ob, oa = objs_b.get(name), objs_a.get(name)
         if oa is None:
             assert ob is not None  # every name comes from one side or the other
-            out.append(ObjectChange(name, "removed", ob.kind, _object_name(ob.manifest), retained=ob.retain_on_delete,
-                                    patch=ob.patch))
+            out.append(
+                ObjectChange(
+                    name, "removed", ob.kind, _object_name(ob.manifest), retained=ob.retain_on_delete, patch=ob.patch
+                )
+            )
         elif ob is None:
             out.append(ObjectChange(name, "added", oa.kind, _object_name(oa.manifest), patch=oa.patch))
         elif not same(ob, oa):
-            out.append(ObjectChange(name, "changed", oa.kind, _object_name(oa.manifest),
-                                    field_changes(ob.manifest, oa.manifest), patch=oa.patch))
+            out.append(
+                ObjectChange(
+                    name,
+                    "changed",
+                    oa.kind,
+                    _object_name(oa.manifest),
+                    field_changes(ob.manifest, oa.manifest),
+                    patch=oa.patch,
+                )
+            )
     return out
 
 
 # -- invalid sides: compare only what both sides support -----------------------------------------
+
 
 def _missing_reason(section: str, name: str, item, spec: m.Spec, gaps: Gaps, side: str) -> str | None:
     """Why an item of the other side may be hidden in this side's gaps (None: it is really absent)."""
@@ -512,10 +663,15 @@ def _insert(own: tuple, added: list, other: tuple) -> tuple:
     return tuple(out)
 
 
-def reconcile(base: m.Spec | None, head: m.Spec | None, base_gaps: Gaps | None,
-              head_gaps: Gaps | None) -> tuple[m.Spec | None, m.Spec | None, list[Unknown]]:
+def reconcile(
+    base: m.Spec | None, head: m.Spec | None, base_gaps: Gaps | None, head_gaps: Gaps | None
+) -> tuple[m.Spec | None, m.Spec | None, list[Unknown]]:
     """(base', head', unknown): an item one side could not read takes the other side's value on both sides."""
-    if base is None or head is None or ((base_gaps is None or base_gaps.empty) and (head_gaps is None or head_gaps.empty)):
+    if (
+        base is None
+        or head is None
+        or ((base_gaps is None or base_gaps.empty) and (head_gaps is None or head_gaps.empty))
+    ):
         return base, head, []
     from gpupool.analysis.sides import Gaps
 
@@ -542,8 +698,10 @@ def reconcile(base: m.Spec | None, head: m.Spec | None, base_gaps: Gaps | None,
             unknown.append(Unknown(label, name, "HEAD", "new in HEAD and invalid there: not counted"))
         for name in sorted(gb.named(section) - set(items_b) - set(items_a)):
             unknown.append(Unknown(label, name, "BASE", "invalid in BASE and absent from HEAD: not counted"))
-        fields[section] = (_insert(getattr(base, section), add_b, getattr(head, section)),
-                           _insert(getattr(head, section), add_a, getattr(base, section)))
+        fields[section] = (
+            _insert(getattr(base, section), add_b, getattr(head, section)),
+            _insert(getattr(head, section), add_a, getattr(base, section)),
+        )
     over_b, over_a = base.oversubscription, head.oversubscription
     if ga.oversubscription:
         over_a = over_b
@@ -551,14 +709,17 @@ def reconcile(base: m.Spec | None, head: m.Spec | None, base_gaps: Gaps | None,
     elif gb.oversubscription:
         over_b = over_a
         unknown.append(Unknown("oversubscription", "oversubscription", "BASE", "invalid in BASE"))
-    base2 = replace(base, tenants=fields["tenants"][0], tiers=fields["tiers"][0], pools=fields["pools"][0],
-                    oversubscription=over_b)
-    head2 = replace(head, tenants=fields["tenants"][1], tiers=fields["tiers"][1], pools=fields["pools"][1],
-                    oversubscription=over_a)
+    base2 = replace(
+        base, tenants=fields["tenants"][0], tiers=fields["tiers"][0], pools=fields["pools"][0], oversubscription=over_b
+    )
+    head2 = replace(
+        head, tenants=fields["tenants"][1], tiers=fields["tiers"][1], pools=fields["pools"][1], oversubscription=over_a
+    )
     return base2, head2, unknown
 
 
 # -- all of it -----------------------------------------------------------------------------------
+
 
 def compare(base: Side, head: Side) -> SpecDiff:
     """The diff of two sides, valid or not: nothing is compared when a side that exists has no model."""
@@ -584,8 +745,11 @@ def compute(base: m.Spec | None, head: m.Spec | None) -> SpecDiff:
     for t in tenant_changes(base, head):
         if t.kind == "removed":
             mine = [o for o in base_objects if o.component == f"tenant:{t.name}"]
-            t = replace(t, retained_objects=tuple(render.file_name(o) for o in mine if o.retain_on_delete),
-                        deleted_objects=tuple(render.file_name(o) for o in mine if not o.retain_on_delete))
+            t = replace(
+                t,
+                retained_objects=tuple(render.file_name(o) for o in mine if o.retain_on_delete),
+                deleted_objects=tuple(render.file_name(o) for o in mine if not o.retain_on_delete),
+            )
         tenants.append(t)
     return SpecDiff(
         tenants=tenants,

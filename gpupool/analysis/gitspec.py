@@ -11,6 +11,7 @@ symlinks, never resolved here: one whose target stays inside the repository keep
 that target is materialised too); one that leaves the repository points at the same absolute path it
 would from the real checkout. The loader then treats them exactly as it treats the working tree's.
 """
+
 from __future__ import annotations
 
 import os
@@ -71,8 +72,11 @@ def _referenced_paths(text: str, spec_rel: str) -> list[str]:
     if not isinstance(data, dict):
         return []
     base = posixpath.dirname(spec_rel)
-    entries = [e for e in (data.get("tenantFiles") or []) if isinstance(e, str) and e] \
-        if isinstance(data.get("tenantFiles"), list) else []
+    entries = (
+        [e for e in (data.get("tenantFiles") or []) if isinstance(e, str) and e]
+        if isinstance(data.get("tenantFiles"), list)
+        else []
+    )
     op = (data.get("cluster") or {}).get("gpuOperator") if isinstance(data.get("cluster"), dict) else None
     if isinstance(op, dict) and isinstance(op.get("chartPath"), str) and op["chartPath"]:
         entries.append(op["chartPath"])
@@ -108,8 +112,13 @@ def _cat_blobs(oids: list[str], root: Path) -> dict[str, bytes]:
         return {}
     unique = list(dict.fromkeys(oids))
     try:
-        r = subprocess.run(["git", "cat-file", "--batch"], cwd=root, input=("\n".join(unique) + "\n").encode(),
-                           capture_output=True, check=False)
+        r = subprocess.run(
+            ["git", "cat-file", "--batch"],
+            cwd=root,
+            input=("\n".join(unique) + "\n").encode(),
+            capture_output=True,
+            check=False,
+        )
     except FileNotFoundError:
         raise GitSpecError("git is not installed or not on PATH") from None
     if r.returncode != 0:
@@ -121,7 +130,7 @@ def _cat_blobs(oids: list[str], root: Path) -> dict[str, bytes]:
         if len(header) != 3:  # "<oid> missing"
             raise GitSpecError(f"git cat-file: object {oid} is missing")
         size = int(header[2])
-        out[oid] = data[end + 1:end + 1 + size]
+        out[oid] = data[end + 1 : end + 1 + size]
         pos = end + 1 + size + 1  # content, then a newline
     return out
 
@@ -158,8 +167,9 @@ def materialize(ref: str, spec_path: Path | str, dest: Path) -> tuple[Path | Non
     # paths it names; the link itself is recreated below like any other.
     text_path, hops = rel, 0
     while entries.get(text_path, ("",))[0] == "120000" and hops < 40:
-        inside, _ = _link_target(text_path, os.fsdecode(_cat_blobs([entries[text_path][1]], root)[entries[text_path][1]]),
-                                 root)
+        inside, _ = _link_target(
+            text_path, os.fsdecode(_cat_blobs([entries[text_path][1]], root)[entries[text_path][1]]), root
+        )
         text_path, hops = inside or "", hops + 1
     spec_blob = _cat_blobs([entries[text_path][1]], root)[entries[text_path][1]] if text_path in entries else b""
     try:

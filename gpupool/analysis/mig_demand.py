@@ -7,6 +7,7 @@ The demand is derived from the spec, per MIG resource the pool advertises:
 Then `gpupool.gpu.suggest.suggest` runs exactly as in the explicit mode (same output), followed by a
 comparison with the pool's current layout. `derive_demand` is the pure part (used by tests and the bench).
 """
+
 from __future__ import annotations
 
 import math
@@ -54,7 +55,9 @@ def derive_demand(spec: m.Spec, pool_name: str) -> DerivedDemand:
     for advertised in sorted(pool_capacity):
         physical = pool.physical_name(advertised)
         total = granted.get(advertised, 0)
-        share = Fraction(total * pool_capacity[advertised], capacity[advertised]) if capacity[advertised] else Fraction(0)
+        share = (
+            Fraction(total * pool_capacity[advertised], capacity[advertised]) if capacity[advertised] else Fraction(0)
+        )
         units = math.ceil(share / replicas)
         out.rows.append((advertised, total, share, units))
         if physical in by_resource:

@@ -10,6 +10,7 @@ Attribution: a resource name (e.g. nvidia.com/gpu) may be supplied by several po
 prices. A quota names only the resource, not the pool, so a grant of resource R is attributed to the pools
 supplying R in proportion to their capacity of R: pool p carries grant x capacity_p(R) / capacity(R).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -41,8 +42,10 @@ class Supply:
     @property
     def formula(self) -> str:
         """nodes x GPUs x devices-per-GPU (x replicas), e.g. "4×4 GPUs × 7" or "2×8 GPUs × 2 × 2 replicas"."""
+
         def term(gpus: int, per: int) -> str:
             return f"{gpus} GPU{'s' if gpus != 1 else ''}" + (f" × {per}" if per != 1 else "")
+
         if len(self.terms) == 1:
             body = term(*self.terms[0])
         else:
@@ -131,8 +134,11 @@ class Cost:
         return self.per_hour * HOURS_PER_MONTH
 
     def __add__(self, other: Cost) -> Cost:
-        return Cost(self.gpu_equivalents + other.gpu_equivalents,
-                    self.priced_gpu_equivalents + other.priced_gpu_equivalents, self.per_hour + other.per_hour)
+        return Cost(
+            self.gpu_equivalents + other.gpu_equivalents,
+            self.priced_gpu_equivalents + other.priced_gpu_equivalents,
+            self.per_hour + other.per_hour,
+        )
 
 
 @dataclass(frozen=True)
@@ -252,9 +258,19 @@ def _supplies(pool: m.NodePool) -> list[Supply]:
     per_node = pool.resources_per_node()
     for physical in sorted(terms):
         advertised = pool.advertised_name(physical)
-        out.append(Supply(pool.name, advertised, physical, pool.node_count, tuple(terms[physical]),
-                          pool.sharing.replicas, per_node[advertised] * pool.node_count,
-                          pool.unit_gpu_fraction(advertised), _price(pool)))
+        out.append(
+            Supply(
+                pool.name,
+                advertised,
+                physical,
+                pool.node_count,
+                tuple(terms[physical]),
+                pool.sharing.replicas,
+                per_node[advertised] * pool.node_count,
+                pool.unit_gpu_fraction(advertised),
+                _price(pool),
+            )
+        )
     return out
 
 
@@ -271,21 +287,41 @@ def compute(spec: m.Spec) -> CapacityPlan:
     attributed: dict[tuple[str, str], Fraction] = {}
     for r, sups in by_resource.items():
         for s in sups:
-            attributed[(s.pool, r)] = Fraction(granted.get(r, 0) * s.capacity, capacity[r]) if capacity[r] else Fraction(0)
+            attributed[(s.pool, r)] = (
+                Fraction(granted.get(r, 0) * s.capacity, capacity[r]) if capacity[r] else Fraction(0)
+            )
     pools = []
     for pool in spec.pools:
         shares = tuple(replace(s, granted=attributed[(s.pool, s.resource)]) for s in supplies_by_pool[pool.name])
-        pools.append(PoolLine(pool.name, pool.gpu_model, pool.node_count, pool.gpus_per_node, pool.total_gpus,
-                              pool.sharing.kind, pool.sharing.replicas, _price(pool), tuple(pool.nodes),
-                              dict(pool.node_selector), shares))
+        pools.append(
+            PoolLine(
+                pool.name,
+                pool.gpu_model,
+                pool.node_count,
+                pool.gpus_per_node,
+                pool.total_gpus,
+                pool.sharing.kind,
+                pool.sharing.replicas,
+                _price(pool),
+                tuple(pool.nodes),
+                dict(pool.node_selector),
+                shares,
+            )
+        )
     total_gpus = sum(p.total_gpus for p in spec.pools)
 
     resources = []
     for r in sorted(set(capacity) | set(granted)):
-        resources.append(ResourceLine(r, capacity.get(r, 0), granted.get(r, 0),
-                                      spec.oversubscription.exact_ratio_for(r),
-                                      tuple(s.pool for s in by_resource.get(r, [])),
-                                      spec.oversubscription.allowed(r, capacity.get(r, 0))))
+        resources.append(
+            ResourceLine(
+                r,
+                capacity.get(r, 0),
+                granted.get(r, 0),
+                spec.oversubscription.exact_ratio_for(r),
+                tuple(s.pool for s in by_resource.get(r, [])),
+                spec.oversubscription.allowed(r, capacity.get(r, 0)),
+            )
+        )
 
     def share(x: Fraction) -> Fraction:
         return x / total_gpus if total_gpus else Fraction(0)
@@ -312,8 +348,19 @@ def compute(spec: m.Spec) -> CapacityPlan:
             eq += n * ue
             priced += n * up
             per_hour += n * uc
-        tenants.append(TenantLine(t.name, t.tier, t.cost_center, t.offboarded, grants, Cost(eq, priced, per_hour),
-                                  share(eq), eq_by_r, {r: supplies_of.get(r, ()) for r in grants}))
+        tenants.append(
+            TenantLine(
+                t.name,
+                t.tier,
+                t.cost_center,
+                t.offboarded,
+                grants,
+                Cost(eq, priced, per_hour),
+                share(eq),
+                eq_by_r,
+                {r: supplies_of.get(r, ()) for r in grants},
+            )
+        )
 
     centers: dict[str, list[TenantLine]] = {}
     for line in tenants:
@@ -321,11 +368,24 @@ def compute(spec: m.Spec) -> CapacityPlan:
     cost_centers = []
     for name in sorted(centers):
         center_cost = sum((line.cost for line in centers[name]), Cost())
-        cost_centers.append(CostCenterLine(name, tuple(line.name for line in centers[name]), center_cost,
-                                           share(center_cost.gpu_equivalents)))
+        cost_centers.append(
+            CostCenterLine(
+                name, tuple(line.name for line in centers[name]), center_cost, share(center_cost.gpu_equivalents)
+            )
+        )
     total = sum((t.cost for t in tenants), Cost())
-    return CapacityPlan(spec.cluster.name, spec.source_path, total_gpus, tuple(pools), tuple(resources),
-                        tuple(tenants), tuple(cost_centers), total, rollouts(spec), max_per_pod(spec))
+    return CapacityPlan(
+        spec.cluster.name,
+        spec.source_path,
+        total_gpus,
+        tuple(pools),
+        tuple(resources),
+        tuple(tenants),
+        tuple(cost_centers),
+        total,
+        rollouts(spec),
+        max_per_pod(spec),
+    )
 
 
 def rollouts(spec: m.Spec) -> tuple[RolloutLine, ...]:
@@ -338,8 +398,17 @@ def rollouts(spec: m.Spec) -> tuple[RolloutLine, ...]:
         if pool.name not in mig_by_pool:
             continue
         r = pool.rollout
-        out.append(RolloutLine(pool.name, r.max_unavailable, min(r.max_unavailable, pool.node_count), r.cordon,
-                               r.node_timeout_seconds, tuple(rollout.waves(pool)), dict(pool.node_selector)))
+        out.append(
+            RolloutLine(
+                pool.name,
+                r.max_unavailable,
+                min(r.max_unavailable, pool.node_count),
+                r.cordon,
+                r.node_timeout_seconds,
+                tuple(rollout.waves(pool)),
+                dict(pool.node_selector),
+            )
+        )
     return tuple(out)
 
 
@@ -354,6 +423,7 @@ def max_per_pod(spec: m.Spec) -> tuple[MaxPerPodLine, ...]:
 
 # -- JSON ----------------------------------------------------------------------------------------
 
+
 def _num(x: Fraction | int | None, places: int = 4) -> float | int | None:
     """Exact integers stay integers; other values are rounded to `places` decimals."""
     if x is None:
@@ -364,9 +434,13 @@ def _num(x: Fraction | int | None, places: int = 4) -> float | int | None:
 
 
 def _cost_json(c: Cost) -> dict:
-    return {"gpuEquivalents": _num(c.gpu_equivalents), "pricedGpuEquivalents": _num(c.priced_gpu_equivalents),
-            "unpricedGpuEquivalents": _num(c.unpriced_gpu_equivalents),
-            "costPerHour": _num(c.per_hour), "costPerMonth": _num(c.per_month, 2)}
+    return {
+        "gpuEquivalents": _num(c.gpu_equivalents),
+        "pricedGpuEquivalents": _num(c.priced_gpu_equivalents),
+        "unpricedGpuEquivalents": _num(c.unpriced_gpu_equivalents),
+        "costPerHour": _num(c.per_hour),
+        "costPerMonth": _num(c.per_month, 2),
+    }
 
 
 def to_json(plan: CapacityPlan) -> dict:
@@ -378,37 +452,99 @@ def to_json(plan: CapacityPlan) -> dict:
         "hoursPerMonth": HOURS_PER_MONTH,
         "ok": plan.ok,
         "totals": {"gpus": plan.total_gpus, **_cost_json(plan.total)},
-        "pools": [{
-            "name": p.name, "gpu": p.gpu_model, "nodes": p.nodes, "gpusPerNode": p.gpus_per_node, "gpus": p.gpus,
-            "nodeNames": list(p.node_names), "nodeSelector": dict(p.node_selector),
-            "sharing": p.sharing, "replicas": p.replicas, "pricePerGpuHour": _num(p.price),
-            "resources": [{
-                "resource": s.resource, "device": s.physical, "capacity": s.capacity, "supply": s.formula,
-                "gpuPerUnit": _num(s.gpu_per_unit, 6), "gpuEquivalents": _num(s.gpu_equivalents),
-                "granted": _num(s.granted), "grantedGpuEquivalents": _num(s.granted_gpu_equivalents),
-            } for s in p.supplies],
-        } for p in plan.pools],
-        "resources": [{
-            "resource": r.resource, "capacity": r.capacity, "granted": r.granted, "maxRatio": _num(r.max_ratio),
-            "allowed": r.allowed, "headroom": r.headroom, "ratio": _num(r.ratio), "pools": list(r.pools),
-        } for r in plan.resources],
-        "tenants": [{
-            "name": t.name, "tier": t.tier, "costCenter": t.cost_center, "offboarded": t.offboarded,
-            "grants": dict(t.grants), "share": _num(t.share, 6), **_cost_json(t.cost),
-            "allocations": [{
-                "resource": a.resource, "pool": a.pool, "units": _num(a.units), "gpuEquivalents": _num(a.gpu_equivalents),
-                "pricePerGpuHour": _num(a.price), "costPerHour": _num(a.cost_per_hour),
-            } for a in t.allocations],
-        } for t in plan.tenants],
-        "costCenters": [{
-            "name": c.name, "tenants": list(c.tenants), "share": _num(c.share, 6), **_cost_json(c.cost),
-        } for c in plan.cost_centers],
-        "migRollouts": [{
-            "pool": r.pool, "maxUnavailable": r.max_unavailable, "unavailableAtOnce": r.at_once, "cordon": r.cordon,
-            "nodeTimeoutSeconds": r.node_timeout_seconds, "waves": [list(w) for w in r.waves],
-            "nodeSelector": dict(r.node_selector),
-        } for r in plan.rollouts],
-        "maxPerPod": [{
-            "tenant": x.tenant, "resource": x.resource, "max": x.limit, "from": x.source, "quota": x.quota,
-        } for x in plan.max_per_pod],
+        "pools": [
+            {
+                "name": p.name,
+                "gpu": p.gpu_model,
+                "nodes": p.nodes,
+                "gpusPerNode": p.gpus_per_node,
+                "gpus": p.gpus,
+                "nodeNames": list(p.node_names),
+                "nodeSelector": dict(p.node_selector),
+                "sharing": p.sharing,
+                "replicas": p.replicas,
+                "pricePerGpuHour": _num(p.price),
+                "resources": [
+                    {
+                        "resource": s.resource,
+                        "device": s.physical,
+                        "capacity": s.capacity,
+                        "supply": s.formula,
+                        "gpuPerUnit": _num(s.gpu_per_unit, 6),
+                        "gpuEquivalents": _num(s.gpu_equivalents),
+                        "granted": _num(s.granted),
+                        "grantedGpuEquivalents": _num(s.granted_gpu_equivalents),
+                    }
+                    for s in p.supplies
+                ],
+            }
+            for p in plan.pools
+        ],
+        "resources": [
+            {
+                "resource": r.resource,
+                "capacity": r.capacity,
+                "granted": r.granted,
+                "maxRatio": _num(r.max_ratio),
+                "allowed": r.allowed,
+                "headroom": r.headroom,
+                "ratio": _num(r.ratio),
+                "pools": list(r.pools),
+            }
+            for r in plan.resources
+        ],
+        "tenants": [
+            {
+                "name": t.name,
+                "tier": t.tier,
+                "costCenter": t.cost_center,
+                "offboarded": t.offboarded,
+                "grants": dict(t.grants),
+                "share": _num(t.share, 6),
+                **_cost_json(t.cost),
+                "allocations": [
+                    {
+                        "resource": a.resource,
+                        "pool": a.pool,
+                        "units": _num(a.units),
+                        "gpuEquivalents": _num(a.gpu_equivalents),
+                        "pricePerGpuHour": _num(a.price),
+                        "costPerHour": _num(a.cost_per_hour),
+                    }
+                    for a in t.allocations
+                ],
+            }
+            for t in plan.tenants
+        ],
+        "costCenters": [
+            {
+                "name": c.name,
+                "tenants": list(c.tenants),
+                "share": _num(c.share, 6),
+                **_cost_json(c.cost),
+            }
+            for c in plan.cost_centers
+        ],
+        "migRollouts": [
+            {
+                "pool": r.pool,
+                "maxUnavailable": r.max_unavailable,
+                "unavailableAtOnce": r.at_once,
+                "cordon": r.cordon,
+                "nodeTimeoutSeconds": r.node_timeout_seconds,
+                "waves": [list(w) for w in r.waves],
+                "nodeSelector": dict(r.node_selector),
+            }
+            for r in plan.rollouts
+        ],
+        "maxPerPod": [
+            {
+                "tenant": x.tenant,
+                "resource": x.resource,
+                "max": x.limit,
+                "from": x.source,
+                "quota": x.quota,
+            }
+            for x in plan.max_per_pod
+        ],
     }

@@ -1,5 +1,6 @@
 """One side of a diff (BASE or HEAD): its model, possibly partial, whether it validated, its diagnostics, and
 what of it could not be read (its `Gaps`), so that an unreadable tenant is never mistaken for a removed one."""
+
 from __future__ import annotations
 
 import posixpath
@@ -35,15 +36,17 @@ class Gaps:
 
     @property
     def empty(self) -> bool:
-        return not (self.tenants or self.tenant_files or self.tiers or self.pools or self.unnamed
-                    or self.oversubscription)
+        return not (
+            self.tenants or self.tenant_files or self.tiers or self.pools or self.unnamed or self.oversubscription
+        )
 
 
 def spec_relative(spec_label: str, file_label: str) -> str:
     """A file's path relative to its spec's directory: what BASE and HEAD have in common when their
     labels differ (a temporary checkout of the base, another directory)."""
-    return posixpath.normpath(posixpath.relpath(Path(file_label).as_posix(),
-                                                posixpath.dirname(Path(spec_label).as_posix()) or "."))
+    return posixpath.normpath(
+        posixpath.relpath(Path(file_label).as_posix(), posixpath.dirname(Path(spec_label).as_posix()) or ".")
+    )
 
 
 def find_gaps(loaded, model) -> Gaps:
@@ -51,9 +54,11 @@ def find_gaps(loaded, model) -> Gaps:
     gaps = Gaps()
     data = loaded.data if isinstance(loaded.data, dict) else {}
     spec_label = loaded.path
-    have = {"tenants": {t.name for t in model.tenants} if model else set(),
-            "tiers": {t.name for t in model.tiers} if model else set(),
-            "pools": {p.name for p in model.pools} if model else set()}
+    have = {
+        "tenants": {t.name for t in model.tenants} if model else set(),
+        "tiers": {t.name for t in model.tiers} if model else set(),
+        "pools": {p.name for p in model.pools} if model else set(),
+    }
     loaded_files = {spec_label}
     for raw_key, section in _SECTIONS:
         items = data.get(raw_key)
@@ -127,7 +132,7 @@ def move_paths(side: Side, materialised_dir: str, real_dir: str) -> None:
     op = spec.cluster.operator
     if not op.chart_path or not op.chart_path.startswith(materialised_dir.rstrip("/") + "/"):
         return
-    moved = real_dir.rstrip("/") + op.chart_path[len(materialised_dir.rstrip("/")):]
+    moved = real_dir.rstrip("/") + op.chart_path[len(materialised_dir.rstrip("/")) :]
     side.spec = replace(spec, cluster=replace(spec.cluster, operator=replace(op, chart_path=moved)))
 
 

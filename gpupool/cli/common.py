@@ -1,27 +1,37 @@
 """What several commands share: the output-format flag, the spec argument, usage errors, and 'valid spec
 or print diagnostics'."""
+
 from __future__ import annotations
 
 import argparse
 import sys
 
-SPEC_HELP = ("the stack spec; `-` reads it from stdin (tenantFiles then resolve from the current directory). "
-             "Default: --stack's gpupool:spec, else $GPUPOOL_SPEC, else ./spec.yaml")
+SPEC_HELP = (
+    "the stack spec; `-` reads it from stdin (tenantFiles then resolve from the current directory). "
+    "Default: --stack's gpupool:spec, else $GPUPOOL_SPEC, else ./spec.yaml"
+)
 
 
 class UsageError(Exception):
     """A usage error (bad argument, missing file, unknown model): `error: MESSAGE` and exit 2 (cli.main)."""
 
 
-def add_output_format(parser: argparse.ArgumentParser, formats: tuple[str, ...], default: str,
-                      help: str | None = None) -> None:
+def add_output_format(
+    parser: argparse.ArgumentParser, formats: tuple[str, ...], default: str, help: str | None = None
+) -> None:
     """`-o/--output FORMAT`, as kubectl and helm spell it, with `--format` kept as a hidden alias (the
     flag's old name). The value lands in `args.output`."""
-    parser.add_argument("-o", "--output", dest="output", choices=formats, default=default, metavar="FORMAT",
-                        help=help or f"output format: {', '.join(formats)} (default {default})")
+    parser.add_argument(
+        "-o",
+        "--output",
+        dest="output",
+        choices=formats,
+        default=default,
+        metavar="FORMAT",
+        help=help or f"output format: {', '.join(formats)} (default {default})",
+    )
     # Same dest; SUPPRESS keeps it out of --help and stops it from overwriting -o's default.
-    parser.add_argument("--format", dest="output", choices=formats, default=argparse.SUPPRESS,
-                        help=argparse.SUPPRESS)
+    parser.add_argument("--format", dest="output", choices=formats, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
 def add_spec_argument(parser: argparse.ArgumentParser, *, many: bool = False, flag: str | None = None) -> None:
@@ -31,9 +41,11 @@ def add_spec_argument(parser: argparse.ArgumentParser, *, many: bool = False, fl
         parser.add_argument(flag, dest="spec", metavar="SPEC", help=SPEC_HELP)
     else:
         parser.add_argument("spec", nargs="*" if many else "?", metavar="SPEC", help=SPEC_HELP)
-    parser.add_argument("--stack", metavar="NAME",
-                        help="read the spec path from gpupool:spec in the Pulumi stack's settings "
-                             "(stacks/Pulumi.NAME.yaml)")
+    parser.add_argument(
+        "--stack",
+        metavar="NAME",
+        help="read the spec path from gpupool:spec in the Pulumi stack's settings (stacks/Pulumi.NAME.yaml)",
+    )
 
 
 def spec_path(args: argparse.Namespace) -> str:

@@ -9,6 +9,7 @@ Colour: `--color auto` (the default) colours only when the stream is a terminal 
 empty (no-color.org); `always` and `never` override both. Only the severity words of diagnostic lines and
 `error:` prefixes are coloured, so piping output never changes its text.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -17,8 +18,25 @@ import re
 import sys
 
 ASCII = {
-    "→": "->", "←": "<-", "×": "x", "⚠": "!", "✓": "ok", "✗": "x", "✂": "8<", "…": "...", "·": "-",
-    "—": "-", "–": "-", "−": "-", "≤": "<=", "≥": ">=", "≈": "~", "“": '"', "”": '"', "‘": "'", "’": "'",
+    "→": "->",
+    "←": "<-",
+    "×": "x",
+    "⚠": "!",
+    "✓": "ok",
+    "✗": "x",
+    "✂": "8<",
+    "…": "...",
+    "·": "-",
+    "—": "-",
+    "–": "-",
+    "−": "-",
+    "≤": "<=",
+    "≥": ">=",
+    "≈": "~",
+    "“": '"',
+    "”": '"',
+    "‘": "'",
+    "’": "'",
     "\u00a0": " ",
 }
 ERRORS = "gpupool-ascii"
@@ -27,7 +45,7 @@ ERRORS = "gpupool-ascii"
 def _fallback(exc: UnicodeError):
     if not isinstance(exc, UnicodeEncodeError):
         raise exc
-    return "".join(ASCII.get(ch, "?") for ch in exc.object[exc.start:exc.end]), exc.end
+    return "".join(ASCII.get(ch, "?") for ch in exc.object[exc.start : exc.end]), exc.end
 
 
 codecs.register_error(ERRORS, _fallback)
@@ -76,7 +94,7 @@ def severity(line: str, stream=None) -> str:
     m = _SEVERITY.match(line)
     if not m:
         return line
-    return m["head"] + paint(m["sev"], m["sev"], stream) + m["tail"] + line[m.end():]
+    return m["head"] + paint(m["sev"], m["sev"], stream) + m["tail"] + line[m.end() :]
 
 
 class _Colorizer:

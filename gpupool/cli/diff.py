@@ -7,6 +7,7 @@ changes something exits 3 instead of 0 (as `terraform plan -detailed-exitcode` a
 changes; 1 and 2 are taken by the project-wide convention). An invalid BASE is reported, and the diff still
 shows what it can; HEAD alone gates.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,26 +26,38 @@ EXIT_CHANGES = 3
 
 def register(sub) -> None:
     p = sub.add_parser(
-        "diff", help="tenant-centric diff of two specs, or of the working tree against a git ref",
+        "diff",
+        help="tenant-centric diff of two specs, or of the working tree against a git ref",
         description="Compare two specs (BASE HEAD), or the working tree's spec with the same spec at a git ref "
-                    "(--base REF [HEAD]; HEAD defaults to $GPUPOOL_SPEC or ./spec.yaml): tenants added, removed "
-                    "and changed with quota deltas, headroom per resource, MIG re-layouts (and the nodes whose GPU "
-                    "workloads are evicted), config entries as unified diffs and the rendered objects that change. "
-                    "Exit 0 = HEAD valid with non-negative headroom, 1 = HEAD invalid or over capacity, "
-                    "2 = usage error, 3 = (with --exit-code) HEAD valid and something changes.")
+        "(--base REF [HEAD]; HEAD defaults to $GPUPOOL_SPEC or ./spec.yaml): tenants added, removed "
+        "and changed with quota deltas, headroom per resource, MIG re-layouts (and the nodes whose GPU "
+        "workloads are evicted), config entries as unified diffs and the rendered objects that change. "
+        "Exit 0 = HEAD valid with non-negative headroom, 1 = HEAD invalid or over capacity, "
+        "2 = usage error, 3 = (with --exit-code) HEAD valid and something changes.",
+    )
     p.add_argument("specs", nargs="*", metavar="SPEC", help="BASE HEAD, or only HEAD with --base")
     p.add_argument("--base", metavar="GIT_REF", help="compare HEAD with the same spec (and tenant files) at this ref")
     from gpupool.cli.common import add_output_format
 
-    add_output_format(p, FORMATS, "text", "text (default), markdown (the pull-request comment) or json "
-                                          "(docs/diff-json.md)")
-    p.add_argument("--exit-code", action="store_true",
-                   help="exit 3 when HEAD is valid and something changes (0 only when nothing changes)")
-    p.add_argument("--full-output", metavar="FILE",
-                   help="also write the full, uncut diff (same format) to FILE; the markdown comment is cut to "
-                        "fit GitHub's 65,536-character limit and says so")
-    p.add_argument("--preview-file", metavar="FILE",
-                   help="markdown: add FILE (e.g. `pulumi preview --diff` output) as a collapsed section")
+    add_output_format(
+        p, FORMATS, "text", "text (default), markdown (the pull-request comment) or json (docs/diff-json.md)"
+    )
+    p.add_argument(
+        "--exit-code",
+        action="store_true",
+        help="exit 3 when HEAD is valid and something changes (0 only when nothing changes)",
+    )
+    p.add_argument(
+        "--full-output",
+        metavar="FILE",
+        help="also write the full, uncut diff (same format) to FILE; the markdown comment is cut to "
+        "fit GitHub's 65,536-character limit and says so",
+    )
+    p.add_argument(
+        "--preview-file",
+        metavar="FILE",
+        help="markdown: add FILE (e.g. `pulumi preview --diff` output) as a collapsed section",
+    )
     p.add_argument("--max-chars", type=int, default=None, metavar="N", help=argparse.SUPPRESS)  # tests
     p.set_defaults(func=run)
 
@@ -118,8 +131,11 @@ def run(args) -> int:
     else:
         text = present.FORMATTERS[args.output](base, head, result, ok)
     if args.full_output:
-        full = present.format_markdown(base, head, result, ok, limit=None, preview=preview) \
-            if args.output == "markdown" else text
+        full = (
+            present.format_markdown(base, head, result, ok, limit=None, preview=preview)
+            if args.output == "markdown"
+            else text
+        )
         try:
             Path(args.full_output).write_text(full, encoding="utf-8")
         except OSError as exc:

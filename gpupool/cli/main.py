@@ -4,6 +4,7 @@ Each command module exposes `register(subparsers)` and sets `func` on its parser
 the exit status. Command modules import their heavy dependencies lazily so that `gpupool validate`
 stays fast and never imports Pulumi.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,9 +37,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Declarative multi-tenant GPU sharing on Kubernetes, checked before rollout.",
     )
     parser.add_argument("--version", action=_Version, help="print gpupool's version and exit")
-    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
-                        help="colour the severity of diagnostics: auto (default) = on a terminal, unless NO_COLOR "
-                             "is set; always; never")
+    parser.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour the severity of diagnostics: auto (default) = on a terminal, unless NO_COLOR "
+        "is set; always; never",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in (only,) if only in COMMAND_MODULES else COMMAND_MODULES:
@@ -82,8 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug in gpupool, not in the spec: say so in one line, no traceback
         if os.environ.get("GPUPOOL_DEBUG"):
             raise
-        print(f"gpupool: internal error: {type(exc).__name__}: {exc} "
-              "(this is a gpupool bug; rerun with GPUPOOL_DEBUG=1 for a traceback and report it)", file=sys.stderr)
+        print(
+            f"gpupool: internal error: {type(exc).__name__}: {exc} "
+            "(this is a gpupool bug; rerun with GPUPOOL_DEBUG=1 for a traceback and report it)",
+            file=sys.stderr,
+        )
         return 70
 
 

@@ -5,6 +5,7 @@ cannot be placed; 2 = usage error: unknown or non-MIG GPU model, unknown MIG pro
 out-of-range arguments, missing spec file. The geometry modules (and HiGHS, for suggest) are imported inside
 the handlers so `gpupool --help` stays cheap.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,42 +21,64 @@ class _UsageError(Exception):
 
 
 def register(subparsers) -> None:
-    mig = subparsers.add_parser("mig", help="MIG profiles, fit checks and layout suggestions per GPU model",
-                                description="MIG geometry per GPU model: check a layout, list profiles, "
-                                            "suggest layouts for a demand.")
+    mig = subparsers.add_parser(
+        "mig",
+        help="MIG profiles, fit checks and layout suggestions per GPU model",
+        description="MIG geometry per GPU model: check a layout, list profiles, suggest layouts for a demand.",
+    )
     sub = mig.add_subparsers(dest="mig_command", metavar="SUBCOMMAND")
     sub.required = True
 
-    models = sub.add_parser("models", help="list the GPU models gpupool knows (with and without MIG)",
-                            description="Every GPU model a spec's node pool may name: the MIG-capable models of the "
-                                        "catalog (with their profile count) and the whole-GPU models, with the GFD "
-                                        "product names (nvidia.com/gpu.product) accepted for each.")
+    models = sub.add_parser(
+        "models",
+        help="list the GPU models gpupool knows (with and without MIG)",
+        description="Every GPU model a spec's node pool may name: the MIG-capable models of the "
+        "catalog (with their profile count) and the whole-GPU models, with the GFD "
+        "product names (nvidia.com/gpu.product) accepted for each.",
+    )
     models.set_defaults(func=cmd_models)
 
-    check = sub.add_parser("check", help="does a layout fit one GPU? prints the placement",
-                           description="Check that PROFILE=COUNT pairs (or one preset name such as all-balanced) "
-                                       "fit on one GPU. Exit 0 = fits, 1 = does not fit, 2 = bad arguments.")
+    check = sub.add_parser(
+        "check",
+        help="does a layout fit one GPU? prints the placement",
+        description="Check that PROFILE=COUNT pairs (or one preset name such as all-balanced) "
+        "fit on one GPU. Exit 0 = fits, 1 = does not fit, 2 = bad arguments.",
+    )
     check.add_argument("--gpu", required=True, metavar="MODEL", help="GPU model, alias or GFD product name")
-    check.add_argument("layout", nargs="+", metavar="PROFILE=COUNT|PRESET",
-                       help="instances per profile (1g.10gb=2 3g.40gb=1), or one preset name")
+    check.add_argument(
+        "layout",
+        nargs="+",
+        metavar="PROFILE=COUNT|PRESET",
+        help="instances per profile (1g.10gb=2 3g.40gb=1), or one preset name",
+    )
     check.set_defaults(func=cmd_check)
 
-    profiles = sub.add_parser("profiles", help="list the MIG profiles and presets of a GPU model",
-                              description="The MIG profiles of one GPU model (compute and memory slices, maximum "
-                                          "count, allowed start slots, fraction of a GPU) and its presets.")
+    profiles = sub.add_parser(
+        "profiles",
+        help="list the MIG profiles and presets of a GPU model",
+        description="The MIG profiles of one GPU model (compute and memory slices, maximum "
+        "count, allowed start slots, fraction of a GPU) and its presets.",
+    )
     profiles.add_argument("--gpu", required=True, metavar="MODEL", help="GPU model, alias or GFD product name")
     profiles.set_defaults(func=cmd_profiles)
 
-    suggest = sub.add_parser("suggest", help="per-GPU layouts supplying a demand on the fewest GPUs",
-                             description="Suggest per-GPU MIG layouts that supply PROFILE=COUNT instances on "
-                                         "the fewest GPUs, proven minimal by an integer program (HiGHS), with a "
-                                         "spec fragment to paste. With --pool NAME (and --spec SPEC or --stack "
-                                         "NAME), the demand is derived from the tenants' quotas on that pool. "
-                                         f"Demands that need more than {_max_gpus():,} GPUs (no cluster holds "
-                                         "more) are refused.")
+    suggest = sub.add_parser(
+        "suggest",
+        help="per-GPU layouts supplying a demand on the fewest GPUs",
+        description="Suggest per-GPU MIG layouts that supply PROFILE=COUNT instances on "
+        "the fewest GPUs, proven minimal by an integer program (HiGHS), with a "
+        "spec fragment to paste. With --pool NAME (and --spec SPEC or --stack "
+        "NAME), the demand is derived from the tenants' quotas on that pool. "
+        f"Demands that need more than {_max_gpus():,} GPUs (no cluster holds "
+        "more) are refused.",
+    )
     suggest.add_argument("--gpu", metavar="MODEL", help="GPU model (explicit mode, with PROFILE=COUNT demand)")
-    suggest.add_argument("--gpus-per-node", type=int, metavar="N",
-                         help="GPUs per node: express the fragment as identical nodes with per-GPU indices")
+    suggest.add_argument(
+        "--gpus-per-node",
+        type=int,
+        metavar="N",
+        help="GPUs per node: express the fragment as identical nodes with per-GPU indices",
+    )
     from gpupool.cli.common import add_spec_argument
 
     add_spec_argument(suggest, flag="--spec")
@@ -93,8 +116,10 @@ def _known_profiles(model, layout: dict[str, int]) -> None:
     unknown = [p for p in layout if p not in model.profiles and not re.match(r"^\d+c\.", p)]
     if unknown:
         hints = [f"{p}" + (f" (did you mean {g}?)" if (g := closest_profile(model, p)) else "") for p in unknown]
-        raise _UsageError(f"not a MIG profile of {model.name}: {', '.join(hints)}; profiles: "
-                          f"{', '.join(model.profiles)} (`gpupool mig profiles --gpu {model.name}`)")
+        raise _UsageError(
+            f"not a MIG profile of {model.name}: {', '.join(hints)}; profiles: "
+            f"{', '.join(model.profiles)} (`gpupool mig profiles --gpu {model.name}`)"
+        )
 
 
 def _parse_pairs(items: list[str]) -> dict[str, int]:
@@ -107,8 +132,10 @@ def _parse_pairs(items: list[str]) -> dict[str, int]:
         if not re.fullmatch(r"\d+", count):
             raise _UsageError(f"count in {item!r} must be a non-negative integer")
         if len(count.lstrip("0")) > _MAX_DIGITS:
-            raise _UsageError(f"count for {profile} has {len(count.lstrip('0'))} digits: more instances than "
-                              f"any cluster holds (at most {_max_gpus():,} GPUs)")
+            raise _UsageError(
+                f"count for {profile} has {len(count.lstrip('0'))} digits: more instances than "
+                f"any cluster holds (at most {_max_gpus():,} GPUs)"
+            )
         if profile in out:
             raise _UsageError(f"profile {profile} given twice")
         out[profile] = int(count)
@@ -125,8 +152,10 @@ def cmd_check(args: argparse.Namespace) -> int:
             preset = args.layout[0]
             layout = resolve_preset(model, preset)
             if layout is None:
-                raise _UsageError(f"{preset!r} is neither PROFILE=COUNT nor a preset of {model.name} "
-                                  f"(presets: {', '.join(model.presets)})")
+                raise _UsageError(
+                    f"{preset!r} is neither PROFILE=COUNT nor a preset of {model.name} "
+                    f"(presets: {', '.join(model.presets)})"
+                )
             title = f"{model.name} preset {preset}"
         else:
             layout = _parse_pairs(args.layout)
@@ -144,15 +173,19 @@ def cmd_check(args: argparse.Namespace) -> int:
         return 1
     compute = sum(model.profiles[p].compute * n for p, n in layout.items())
     memory = sum(pl.size for pl in result.placements)
-    print(f"{title}: {shown} fits one GPU "
-          f"({compute}/{model.compute_slices} compute slices, {memory}/{model.memory_slices} memory slices, "
-          f"{len(result.placements)}/{model.max_instances} instances)")
+    print(
+        f"{title}: {shown} fits one GPU "
+        f"({compute}/{model.compute_slices} compute slices, {memory}/{model.memory_slices} memory slices, "
+        f"{len(result.placements)}/{model.max_instances} instances)"
+    )
     for pl in result.placements:
         print(f"  {pl.profile:<14} start {pl.start}  memory slices [{pl.start},{pl.end})")
     print(slice_map(model, result.placements))
     if model.placements != "verified":
-        print(f"note: {model.name} start slots are {model.placements} (see `gpupool mig profiles`); "
-              "confirm with `nvidia-smi mig -lgipp` on the node")
+        print(
+            f"note: {model.name} start slots are {model.placements} (see `gpupool mig profiles`); "
+            "confirm with `nvidia-smi mig -lgipp` on the node"
+        )
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
     return 0
@@ -173,15 +206,26 @@ def cmd_profiles(args: argparse.Namespace) -> int:
     except _UsageError as exc:
         _error(str(exc))
         return 2
-    print(f"{model.name}: {model.memory_gb} GB, {model.compute_slices} compute slices, "
-          f"{model.memory_slices} memory slices, up to {model.max_instances} instances per GPU "
-          f"(placements {model.placements})")
+    print(
+        f"{model.name}: {model.memory_gb} GB, {model.compute_slices} compute slices, "
+        f"{model.memory_slices} memory slices, up to {model.max_instances} instances per GPU "
+        f"(placements {model.placements})"
+    )
     if model.aliases:
         print(f"aliases: {', '.join(model.aliases)}")
     rows = [["PROFILE", "RESOURCE", "COMPUTE", "MEMORY", "MAX", "STARTS", "FRACTION"]]
     for p in model.profiles.values():
-        rows.append([p.name, p.resource_name, str(p.compute), str(p.memory), str(p.max_count),
-                     ",".join(map(str, p.starts)), str(gpu_fraction(model, p.name))])
+        rows.append(
+            [
+                p.name,
+                p.resource_name,
+                str(p.compute),
+                str(p.memory),
+                str(p.max_count),
+                ",".join(map(str, p.starts)),
+                str(gpu_fraction(model, p.name)),
+            ]
+        )
     print(_table(rows))
     print("\npresets:")
     prow = [[name, ", ".join(f"{p}: {n}" for p, n in layout.items())] for name, layout in model.presets.items()]
@@ -197,13 +241,22 @@ def cmd_models(args: argparse.Namespace) -> int:
     gpus = known_gpus().values()
     rows = [["MODEL", "MIG", "MEMORY", "PROFILES", "ALSO ACCEPTED AS"]]
     for g in sorted(gpus, key=lambda g: (g.mig is None, g.name)):
-        rows.append([g.name, "yes" if g.mig else "no", f"{g.memory_gb} GB",
-                     str(len(g.mig.profiles)) if g.mig else "-", ", ".join(g.aliases) or "-"])
+        rows.append(
+            [
+                g.name,
+                "yes" if g.mig else "no",
+                f"{g.memory_gb} GB",
+                str(len(g.mig.profiles)) if g.mig else "-",
+                ", ".join(g.aliases) or "-",
+            ]
+        )
     print(_table(rows))
     mig = sum(1 for g in gpus if g.mig)
-    print(f"\n{_count(mig, 'MIG-capable model')} (`gpupool mig profiles --gpu MODEL`), "
-          f"{_count(len(rows) - 1 - mig, 'whole-GPU model')} (share them with timeSlicing or mps). Names are "
-          "case-insensitive; GFD product names (the nvidia.com/gpu.product label) are accepted as well.")
+    print(
+        f"\n{_count(mig, 'MIG-capable model')} (`gpupool mig profiles --gpu MODEL`), "
+        f"{_count(len(rows) - 1 - mig, 'whole-GPU model')} (share them with timeSlicing or mps). Names are "
+        "case-insensitive; GFD product names (the nvidia.com/gpu.product label) are accepted as well."
+    )
     return 0
 
 
@@ -263,15 +316,18 @@ def _print_suggestion(model, demand: dict[str, int], gpus_per_node: int | None, 
         except ValueError as exc:
             _error(str(exc))
             return 1, s, None
-        print(f"\nas identical {gpus_per_node}-GPU nodes: {_count(ns.nodes, 'node')} "
-              f"({_count(ns.nodes * gpus_per_node, 'GPU')}, {'proven minimum' if ns.optimal else 'best found'}; "
-              f"HiGHS {_ms(ns.solve_seconds)}), supplying "
-              + ", ".join(f"{p}: {n}" for p, n in ns.supplied.items()))
+        print(
+            f"\nas identical {gpus_per_node}-GPU nodes: {_count(ns.nodes, 'node')} "
+            f"({_count(ns.nodes * gpus_per_node, 'GPU')}, {'proven minimum' if ns.optimal else 'best found'}; "
+            f"HiGHS {_ms(ns.solve_seconds)}), supplying " + ", ".join(f"{p}: {n}" for p, n in ns.supplied.items())
+        )
         if ns.nodes > MAX_NODES:
             from gpupool.present.text import WARN
 
-            print(f"{WARN} {ns.nodes:,} nodes is more than one Kubernetes cluster supports ({MAX_NODES:,}); "
-                  "split the demand over clusters, or use nodes with more GPUs")
+            print(
+                f"{WARN} {ns.nodes:,} nodes is more than one Kubernetes cluster supports ({MAX_NODES:,}); "
+                "split the demand over clusters, or use nodes with more GPUs"
+            )
         print("\nspec fragment (node pool):\n")
         print(spec_fragment(model, ns.per_gpu), end="")
     elif len(s.layouts) == 1:
@@ -317,8 +373,10 @@ def _suggest_spec_mode(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     pool, model = derived.pool, derived.model
-    print(f"demand derived from {path}, pool {pool.name} ({pool.node_count}×{pool.gpus_per_node} {model.name}"
-          f"{f', {pool.sharing.kind} ×{pool.sharing.replicas}' if pool.sharing.replicas != 1 else ''}):")
+    print(
+        f"demand derived from {path}, pool {pool.name} ({pool.node_count}×{pool.gpus_per_node} {model.name}"
+        f"{f', {pool.sharing.kind} ×{pool.sharing.replicas}' if pool.sharing.replicas != 1 else ''}):"
+    )
     for advertised, total, share, units in derived.rows:
         how = f"granted {total}"
         if share != total:
@@ -327,8 +385,10 @@ def _suggest_spec_mode(args: argparse.Namespace) -> int:
             how += f" / {pool.sharing.replicas} replicas"
         print(f"  {advertised}: {how} → {units}")
     if derived.whole_gpus:
-        print(f"  plus {_count(derived.whole_gpus, 'whole GPU')} (MIG disabled) for {m.GPU}: "
-              "not part of the MIG suggestion")
+        print(
+            f"  plus {_count(derived.whole_gpus, 'whole GPU')} (MIG disabled) for {m.GPU}: "
+            "not part of the MIG suggestion"
+        )
     print()
     per_node = args.gpus_per_node
     if per_node is None and not derived.whole_gpus:
@@ -339,13 +399,19 @@ def _suggest_spec_mode(args: argparse.Namespace) -> int:
     now_nodes = current_nodes_needed(derived)
     suggested = s.gpus + derived.whole_gpus
     print(f"\ncompared with the current layout ({layout_text(pool)}):")
-    print(f"  pool now:        {_count(pool.node_count, 'node')} × {_count(pool.gpus_per_node, 'GPU')} = "
-          f"{_count(pool.total_gpus, 'GPU')}")
-    print(f"  needed now:      {_count(now_nodes, 'node')} = {_count(now_nodes * pool.gpus_per_node, 'GPU')} "
-          "with the current layout")
-    print(f"  suggested:       {_count(suggested, 'GPU')}"
-          + (f" ({s.gpus} MIG + {derived.whole_gpus} whole)" if derived.whole_gpus else "")
-          + f", {_count(math.ceil(suggested / pool.gpus_per_node), 'node')} of {_count(pool.gpus_per_node, 'GPU')}")
+    print(
+        f"  pool now:        {_count(pool.node_count, 'node')} × {_count(pool.gpus_per_node, 'GPU')} = "
+        f"{_count(pool.total_gpus, 'GPU')}"
+    )
+    print(
+        f"  needed now:      {_count(now_nodes, 'node')} = {_count(now_nodes * pool.gpus_per_node, 'GPU')} "
+        "with the current layout"
+    )
+    print(
+        f"  suggested:       {_count(suggested, 'GPU')}"
+        + (f" ({s.gpus} MIG + {derived.whole_gpus} whole)" if derived.whole_gpus else "")
+        + f", {_count(math.ceil(suggested / pool.gpus_per_node), 'node')} of {_count(pool.gpus_per_node, 'GPU')}"
+    )
     diff = now_nodes * pool.gpus_per_node - suggested
     if diff > 0:
         print(f"  the suggested layout needs {_count(diff, 'GPU')} fewer than the current one for the same grants")
@@ -358,8 +424,10 @@ def _suggest_spec_mode(args: argparse.Namespace) -> int:
     if in_use and relayout:
         from gpupool.present.text import WARN
 
-        print(f"\n{WARN} adopting the suggestion re-partitions pool {pool.name}, which is in use: "
-              f"{'its node gets' if pool.node_count == 1 else f'its {pool.node_count} nodes get'} a new MIG config, and MIG Manager evicts every GPU workload "
-              "on a node before it re-partitions that node's GPUs (roll it out node by node; `gpupool diff` lists "
-              "the nodes)")
+        print(
+            f"\n{WARN} adopting the suggestion re-partitions pool {pool.name}, which is in use: "
+            f"{'its node gets' if pool.node_count == 1 else f'its {pool.node_count} nodes get'} a new MIG config, and MIG Manager evicts every GPU workload "
+            "on a node before it re-partitions that node's GPUs (roll it out node by node; `gpupool diff` lists "
+            "the nodes)"
+        )
     return 0

@@ -4,22 +4,27 @@ Formats: table (terminals, at most 100 columns for realistic specs), markdown (p
 json (scripts; docs/plan-json.md) and csv (chargeback line items: one row per tenant, resource and pool).
 Exit status: 0 = printed and every resource has non-negative headroom, 1 = invalid spec, 2 = usage error.
 """
+
 from __future__ import annotations
 
 FORMATS = ("table", "json", "markdown", "csv")
 
 
 def register(sub) -> None:
-    p = sub.add_parser("plan", help="capacity plan: supply, grants, headroom, GPU-equivalents, chargeback",
-                       description="Per pool and resource: capacity supplied, granted, headroom and oversubscription; "
-                                   "per tenant and cost centre: GPU-equivalents, share of the cluster and, with "
-                                   "pricePerGpuHour on pools, chargeback per hour and per 730-hour month.")
+    p = sub.add_parser(
+        "plan",
+        help="capacity plan: supply, grants, headroom, GPU-equivalents, chargeback",
+        description="Per pool and resource: capacity supplied, granted, headroom and oversubscription; "
+        "per tenant and cost centre: GPU-equivalents, share of the cluster and, with "
+        "pricePerGpuHour on pools, chargeback per hour and per 730-hour month.",
+    )
     from gpupool.cli.common import add_output_format, add_spec_argument
 
     add_spec_argument(p)
 
-    add_output_format(p, FORMATS, "table",
-                      help="table (default), json (docs/plan-json.md), markdown or csv (chargeback line items)")
+    add_output_format(
+        p, FORMATS, "table", help="table (default), json (docs/plan-json.md), markdown or csv (chargeback line items)"
+    )
     p.set_defaults(func=run)
 
 

@@ -1,4 +1,5 @@
 """`gpupool render SPEC --output-dir DIR`: the stack's Kubernetes objects as YAML, no engine, no cluster."""
+
 from __future__ import annotations
 
 import sys
@@ -10,27 +11,41 @@ from gpupool.k8s.delivery import DEFAULT_MODE, MODES, VALUES_FILE
 
 def register(sub) -> None:
     p = sub.add_parser(
-        "render", help="write every desired object as YAML (no cluster, no Pulumi engine)",
+        "render",
+        help="write every desired object as YAML (no cluster, no Pulumi engine)",
         description="Write one YAML file per desired object into DIR: exactly what the Pulumi components "
-                    "register, as plain Kubernetes objects for kubectl, Argo CD or Flux. gpupool records what "
-                    "it wrote in DIR/.gpupool-render and only ever replaces or removes those files; a "
-                    "non-empty DIR that holds no previous render is refused unless you pass --force. The new "
-                    "render replaces the old one as a whole: a failure leaves the previous render intact.")
+        "register, as plain Kubernetes objects for kubectl, Argo CD or Flux. gpupool records what "
+        "it wrote in DIR/.gpupool-render and only ever replaces or removes those files; a "
+        "non-empty DIR that holds no previous render is refused unless you pass --force. The new "
+        "render replaces the old one as a whole: a failure leaves the previous render intact.",
+    )
     add_spec_argument(p)
-    p.add_argument("--output-dir", required=True, metavar="DIR",
-                   help="directory to write (created if missing); '-' writes one YAML stream to stdout")
-    p.add_argument("--operator", choices=MODES, default=DEFAULT_MODE,
-                   help="how the GPU Operator chart is written: a Flux HelmRepository + HelmRelease "
-                        f"(default), an Argo CD Application, or only {VALUES_FILE} for `helm install -f`")
-    p.add_argument("--force", action="store_true",
-                   help="write into a non-empty directory that holds no previous render (its files are kept)")
+    p.add_argument(
+        "--output-dir",
+        required=True,
+        metavar="DIR",
+        help="directory to write (created if missing); '-' writes one YAML stream to stdout",
+    )
+    p.add_argument(
+        "--operator",
+        choices=MODES,
+        default=DEFAULT_MODE,
+        help="how the GPU Operator chart is written: a Flux HelmRepository + HelmRelease "
+        f"(default), an Argo CD Application, or only {VALUES_FILE} for `helm install -f`",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write into a non-empty directory that holds no previous render (its files are kept)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     if not args.output_dir.strip():
-        raise UsageError("--output-dir needs a directory (or '-' for stdout); an empty value would mean "
-                         "the current directory")
+        raise UsageError(
+            "--output-dir needs a directory (or '-' for stdout); an empty value would mean the current directory"
+        )
     from gpupool.k8s import manifests, render
     from gpupool.k8s.delivery import DeliveryError
 

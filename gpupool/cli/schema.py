@@ -1,4 +1,5 @@
 """`gpupool schema`: print the JSON Schema of the spec (for editors and other tools)."""
+
 from __future__ import annotations
 
 

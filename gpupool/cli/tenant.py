@@ -8,6 +8,7 @@ is never overwritten. Then the whole stack is validated with the new tenant in i
 Exit status: 0 = written, and the only problems left are the placeholders; 1 = written, and the stack has
 other problems with it (e.g. the quota does not fit: the output says which); 2 = usage error, nothing written.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,27 +24,43 @@ _MAX_DIGITS = 9  # a quota of a billion GPUs is not a quota
 
 
 def register(sub) -> None:
-    tenant = sub.add_parser("tenant", help="tenant onboarding: scaffold a tenant file",
-                            description="Tenant onboarding helpers.")
+    tenant = sub.add_parser(
+        "tenant", help="tenant onboarding: scaffold a tenant file", description="Tenant onboarding helpers."
+    )
     tsub = tenant.add_subparsers(dest="tenant_command", metavar="SUBCOMMAND")
     tsub.required = True
     new = tsub.add_parser(
-        "new", help="write a new tenant file into the stack's tenant directory and validate the stack with it",
+        "new",
+        help="write a new tenant file into the stack's tenant directory and validate the stack with it",
         description="Write TENANT_DIR/NAME.yaml (schema modeline, tier, GPU quota, and placeholder owners and "
-                    "cost centre that fail validation (GP590) until they are filled in), never overwriting a file "
-                    "or an existing tenant; then validate the whole stack with it and print the next steps. "
-                    "Exit 0 = written and only the placeholders are left, 1 = written but the stack has other "
-                    "problems with it, 2 = usage error (nothing written).")
+        "cost centre that fail validation (GP590) until they are filled in), never overwriting a file "
+        "or an existing tenant; then validate the whole stack with it and print the next steps. "
+        "Exit 0 = written and only the placeholders are left, 1 = written but the stack has other "
+        "problems with it, 2 = usage error (nothing written).",
+    )
     # NAME and SPEC in one positional: argparse cannot fill an optional second positional given after options
-    new.add_argument("positional", nargs="+", metavar="NAME [SPEC]",
-                     help="tenant name, also its namespace (a DNS label: team-vision); then the stack spec "
-                          "(default: --stack's gpupool:spec, else $GPUPOOL_SPEC, else ./spec.yaml)")
+    new.add_argument(
+        "positional",
+        nargs="+",
+        metavar="NAME [SPEC]",
+        help="tenant name, also its namespace (a DNS label: team-vision); then the stack spec "
+        "(default: --stack's gpupool:spec, else $GPUPOOL_SPEC, else ./spec.yaml)",
+    )
     new.add_argument("--tier", required=True, metavar="TIER", help="one of the spec's tiers")
-    new.add_argument("--gpus", nargs="+", action="extend", default=[], metavar="RES=N",
-                     help="GPU quota: nvidia.com/gpu=2, nvidia.com/mig-1g.10gb=4, or the short forms gpu=2, "
-                          "gpu.shared=8, 1g.10gb=4 (MIG profiles)")
-    new.add_argument("--stack", metavar="NAME",
-                     help="read the spec path from gpupool:spec in the Pulumi stack's settings (stacks/Pulumi.NAME.yaml)")
+    new.add_argument(
+        "--gpus",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="RES=N",
+        help="GPU quota: nvidia.com/gpu=2, nvidia.com/mig-1g.10gb=4, or the short forms gpu=2, "
+        "gpu.shared=8, 1g.10gb=4 (MIG profiles)",
+    )
+    new.add_argument(
+        "--stack",
+        metavar="NAME",
+        help="read the spec path from gpupool:spec in the Pulumi stack's settings (stacks/Pulumi.NAME.yaml)",
+    )
     new.set_defaults(func=cmd_new, extend="positional")
 
 
@@ -66,8 +83,10 @@ def parse_gpus(items: list[str]) -> dict[str, int]:
             raise UsageError(f"--gpus takes RES=N (such as nvidia.com/gpu=2), got {item!r}")
         name = _resource(res)
         if not _RESOURCE.match(name):
-            raise UsageError(f"{res!r} is not a GPU resource name; use nvidia.com/gpu, nvidia.com/gpu.shared or "
-                             "nvidia.com/mig-<profile> (or gpu, gpu.shared, 1g.10gb)")
+            raise UsageError(
+                f"{res!r} is not a GPU resource name; use nvidia.com/gpu, nvidia.com/gpu.shared or "
+                "nvidia.com/mig-<profile> (or gpu, gpu.shared, 1g.10gb)"
+            )
         if not count.isdigit() or not count.isascii() or len(count.lstrip("0")) > _MAX_DIGITS:
             raise UsageError(f"the count in {item!r} must be a whole number of at most {_MAX_DIGITS} digits")
         if name in out:
@@ -119,17 +138,21 @@ def _modeline(spec_file: Path, target_dir: Path) -> str:
 def render_tenant(name: str, tier: str, gpus: dict[str, int], modeline: str) -> str:
     from gpupool.rules.placeholders import COST_CENTER_PLACEHOLDER, OWNER_PLACEHOLDER
 
-    lines = [modeline,
-             "# Scaffolded by `gpupool tenant new`: fill in owners and costCenter (validation fails until you do),",
-             "# then open the onboarding pull request. Fields: README.md, \"The spec\".",
-             f"name: {name}",
-             f"tier: {tier}"]
+    lines = [
+        modeline,
+        "# Scaffolded by `gpupool tenant new`: fill in owners and costCenter (validation fails until you do),",
+        '# then open the onboarding pull request. Fields: README.md, "The spec".',
+        f"name: {name}",
+        f"tier: {tier}",
+    ]
     if gpus:
         lines.append("gpus:")
         lines += [f"  {res}: {n}" for res, n in gpus.items()]
-    lines += [f"owners: [{OWNER_PLACEHOLDER}]      # the groups bound to the tenant's workload role",
-              f"costCenter: {COST_CENTER_PLACEHOLDER}  # the chargeback cost centre (a label value)",
-              ""]
+    lines += [
+        f"owners: [{OWNER_PLACEHOLDER}]      # the groups bound to the tenant's workload role",
+        f"costCenter: {COST_CENTER_PLACEHOLDER}  # the chargeback cost centre (a label value)",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -144,8 +167,10 @@ def cmd_new(args) -> int:
         raise UsageError("give NAME and at most one SPEC")
     name, args.spec = args.positional[0], (args.positional[1:] or [None])[0]
     if len(name) > 63 or not _DNS_LABEL.match(name):
-        raise UsageError(f"{name!r} is not a tenant name: lower-case letters, digits and '-', at most 63 characters, "
-                         "starting and ending with a letter or digit (it is also the namespace)")
+        raise UsageError(
+            f"{name!r} is not a tenant name: lower-case letters, digits and '-', at most 63 characters, "
+            "starting and ending with a letter or digit (it is also the namespace)"
+        )
     last = args.gpus[-1] if args.gpus else ""
     if args.spec is None and "=" not in last and (last.endswith((".yaml", ".yml")) or "/" in last or last == "-"):
         args.spec = args.gpus.pop()  # `--gpus a=1 b=2 SPEC`: nargs="+" took the spec path too
@@ -158,18 +183,22 @@ def cmd_new(args) -> int:
     data = loaded.data if isinstance(loaded.data, dict) else None
     if data is None:
         raise UsageError(f"{path}: cannot be read as a spec; run `gpupool validate {path}`")
-    tiers: list[str] = [t["name"] for t in data.get("tiers") or []
-                        if isinstance(t, dict) and isinstance(t.get("name"), str)]
+    tiers: list[str] = [
+        t["name"] for t in data.get("tiers") or [] if isinstance(t, dict) and isinstance(t.get("name"), str)
+    ]
     if args.tier not in tiers:
-        raise UsageError(f"{path} has no tier {args.tier!r}{did_you_mean(args.tier, tiers)}; tiers: "
-                         f"{', '.join(tiers) or '(none)'}")
+        raise UsageError(
+            f"{path} has no tier {args.tier!r}{did_you_mean(args.tier, tiers)}; tiers: {', '.join(tiers) or '(none)'}"
+        )
     existing = [t.get("name") for t in data.get("tenants") or [] if isinstance(t, dict)]
     if name in existing:
         raise UsageError(f"{path} already has a tenant {name!r}; edit its file instead")
     target_dir = tenant_dir(spec_file, data.get("tenantFiles"))
     if target_dir is None:
-        raise UsageError(f"{path} has no tenant directory: add `tenantFiles: [tenants/]` to it (and create the "
-                         "directory) so that each tenant is its own file")
+        raise UsageError(
+            f"{path} has no tenant directory: add `tenantFiles: [tenants/]` to it (and create the "
+            "directory) so that each tenant is its own file"
+        )
     target = target_dir / f"{name}.yaml"
     text = render_tenant(name, args.tier, gpus, _modeline(spec_file, target_dir))
     try:
@@ -197,8 +226,10 @@ def cmd_new(args) -> int:
     if others:
         from gpupool.present.text import plural
 
-        print(f"\n{path}: {plural(len(others), 'other error')} with {name} added (above); fix "
-              f"{'it' if len(others) == 1 else 'them'} or change the quota before the pull request", file=sys.stderr)
+        print(
+            f"\n{path}: {plural(len(others), 'other error')} with {name} added (above); fix "
+            f"{'it' if len(others) == 1 else 'them'} or change the quota before the pull request",
+            file=sys.stderr,
+        )
         return 1
     return 0
-

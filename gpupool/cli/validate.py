@@ -1,4 +1,5 @@
 """`gpupool validate SPEC...`: every problem in every spec, located and with its rule id, in one run."""
+
 from __future__ import annotations
 
 import sys
@@ -9,14 +10,21 @@ from gpupool.present.text import plural
 
 
 def register(sub) -> None:
-    p = sub.add_parser("validate", help="check specs without touching a cluster",
-                       description="Check one or more stack specs (and the tenant files they include). "
-                                   "Prints FILE:LINE:COL: error: PATH: MESSAGE [RULE] per problem (rules: "
-                                   "docs/rules.md); exit 1 on any error.")
+    p = sub.add_parser(
+        "validate",
+        help="check specs without touching a cluster",
+        description="Check one or more stack specs (and the tenant files they include). "
+        "Prints FILE:LINE:COL: error: PATH: MESSAGE [RULE] per problem (rules: "
+        "docs/rules.md); exit 1 on any error.",
+    )
     add_spec_argument(p, many=True)
-    add_output_format(p, FORMATS, "text",
-                      help="text (default; problems on stderr), json, github (workflow annotations) or "
-                           "sarif (SARIF 2.1.0, for code-scanning upload); machine formats go to stdout")
+    add_output_format(
+        p,
+        FORMATS,
+        "text",
+        help="text (default; problems on stderr), json, github (workflow annotations) or "
+        "sarif (SARIF 2.1.0, for code-scanning upload); machine formats go to stdout",
+    )
     p.add_argument("--strict", action="store_true", help="treat warnings as errors")
     p.add_argument("-q", "--quiet", action="store_true", help="print problems only, no summary")
     p.set_defaults(func=run)
@@ -35,12 +43,17 @@ def run(args) -> int:
         ok = not errors and result.spec is not None and not (args.strict and warnings)
         if ok and result.spec is not None:
             spec = result.spec
-            counted = [plural(len(spec.pools), "pool"), plural(len(spec.tiers), "tier"),
-                       plural(len(spec.tenants), "tenant")] + ([plural(warnings, "warning")] if warnings else [])
+            counted = [
+                plural(len(spec.pools), "pool"),
+                plural(len(spec.tiers), "tier"),
+                plural(len(spec.tenants), "tenant"),
+            ] + ([plural(warnings, "warning")] if warnings else [])
             summary = f"ok ({', '.join(counted)})"
         else:
-            summary = (f"{plural(errors, 'error')}, {plural(warnings, 'warning')}"
-                       f"{' (--strict: warnings count as errors)' if args.strict and warnings else ''}")
+            summary = (
+                f"{plural(errors, 'error')}, {plural(warnings, 'warning')}"
+                f"{' (--strict: warnings count as errors)' if args.strict and warnings else ''}"
+            )
         item = present.Checked(result.loaded.path, diagnostics, ok, summary)
         checked.append(item)
         if args.output == "text":

@@ -6,6 +6,7 @@ at one of its profile's allowed slots; GIs may not overlap, and counts/compute s
 mig-parted would reject a bad layout only on the node (`nvidia.com/mig.config.state=failed`), so we check
 before rollout and say what would be valid instead.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -34,15 +35,17 @@ def compute_instance_split(profile: object) -> str | None:
     if isinstance(profile, str) and _CI_PROFILE.match(profile):
         return _CI_PROFILE.sub("", profile)
     return None
+
+
 _PROFILE = re.compile(r"^(?P<g>\d+)g\.(?P<m>\d+)gb(?P<attr>.*)$")
 
 
 @dataclass(frozen=True)
 class MigProfile:
     name: str
-    compute: int          # SM slices
-    memory: int           # memory slices
-    max_count: int        # max instances of this profile on one GPU
+    compute: int  # SM slices
+    memory: int  # memory slices
+    max_count: int  # max instances of this profile on one GPU
     starts: tuple[int, ...]  # allowed start slots on the memory slices
     gi_id: int | None = None  # GPU-instance profile id (nvidia-smi mig -lgip), when the reference gives it
 
@@ -84,7 +87,7 @@ def _norm(name: str) -> str:
     key = re.sub(r"-shared$", "", key)
     key = re.sub(r"-mig-.*$", "", key)
     if key.startswith("nvidia-"):
-        key = key[len("nvidia-"):]
+        key = key[len("nvidia-") :]
     return key
 
 
@@ -183,7 +186,7 @@ class Placement:
 class FitResult:
     ok: bool
     placements: list[Placement] = field(default_factory=list)
-    reasons: list[str] = field(default_factory=list)   # why it does not fit, and what would
+    reasons: list[str] = field(default_factory=list)  # why it does not fit, and what would
     warnings: list[str] = field(default_factory=list)  # conservative rules that do not block the layout
 
     def __bool__(self) -> bool:
@@ -259,8 +262,10 @@ def _capacity_problems(model: GpuModel, counts: Mapping[str, int]) -> list[str]:
         reasons.append(f"{total} GPU instances exceed the maximum of {model.max_instances} per {model.name} GPU")
     me = sum(n for name, n in counts.items() if model.profiles[name].is_media_extension)
     if me > 1:
-        reasons.append(f"{me} media-extension (+me) instances requested; a GPU has only one set of media engines, "
-                       "so at most one +me instance per GPU")
+        reasons.append(
+            f"{me} media-extension (+me) instances requested; a GPU has only one set of media engines, "
+            "so at most one +me instance per GPU"
+        )
     compute = sum(model.profiles[name].compute * n for name, n in counts.items())
     if compute > model.compute_slices:
         reasons.append(f"needs {compute} compute slices, {model.name} has {model.compute_slices}")
@@ -303,8 +308,10 @@ def check_layout(model: GpuModel, layout: Mapping[str, int]) -> FitResult:
         whole = compute_instance_split(name)
         if whole is not None:
             hint = f"; request the whole GI `{whole}` instead" if whole in model.profiles else ""
-            reasons.append(f"{name} is a compute-instance split: the device plugin only advertises GPU instances "
-                           f"whose single compute instance spans the whole GI, so pods could never request it{hint}")
+            reasons.append(
+                f"{name} is a compute-instance split: the device plugin only advertises GPU instances "
+                f"whose single compute instance spans the whole GI, so pods could never request it{hint}"
+            )
             continue
         if name not in model.profiles:
             guess = closest_profile(model, name)
@@ -325,8 +332,10 @@ def check_layout(model: GpuModel, layout: Mapping[str, int]) -> FitResult:
     placements = None if reasons else _place(model, counts)
     if not reasons and placements is None:
         starts = ", ".join(f"{p}@{_fmt_starts(model.profiles[p].starts)}" for p in counts)
-        reasons.append(f"{_fmt_layout(counts)} cannot be placed on the {model.memory_slices} memory slices of "
-                       f"{model.name} without overlap (allowed start slots: {starts})")
+        reasons.append(
+            f"{_fmt_layout(counts)} cannot be placed on the {model.memory_slices} memory slices of "
+            f"{model.name} without overlap (allowed start slots: {starts})"
+        )
     if reasons:
         alternatives = _nearest_fitting(model, counts)
         if alternatives:
@@ -337,8 +346,10 @@ def check_layout(model: GpuModel, layout: Mapping[str, int]) -> FitResult:
     me_1g = [p for p in counts if model.profiles[p].is_media_extension and model.profiles[p].compute == 1]
     other_1g = sum(n for p, n in counts.items() if model.profiles[p].compute == 1 and p not in me_1g)
     if me_1g and other_1g:
-        warnings.append(f"{me_1g[0]} together with another 1g instance: mig-parted's own enumerator treats this "
-                        "as invalid (reference 3.2); it may fail on some drivers")
+        warnings.append(
+            f"{me_1g[0]} together with another 1g instance: mig-parted's own enumerator treats this "
+            "as invalid (reference 3.2); it may fail on some drivers"
+        )
     return FitResult(True, placements or [], [], warnings)
 
 
@@ -356,6 +367,7 @@ def gpu_fraction(model: GpuModel, profile: str) -> Fraction:
     try:
         p = model.profiles[profile]
     except KeyError:
-        raise ValueError(f"{profile} is not a MIG profile of {model.name} "
-                         f"(valid: {', '.join(model.profiles)})") from None
+        raise ValueError(
+            f"{profile} is not a MIG profile of {model.name} (valid: {', '.join(model.profiles)})"
+        ) from None
     return Fraction(p.compute, model.compute_slices)

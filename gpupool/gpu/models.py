@@ -4,6 +4,7 @@
 (case-insensitive), and tells "known, has no MIG" apart from "unknown, did you mean ...". MIG geometry stays in
 gpupool.gpu.mig (mig.yaml); models without MIG are listed in gpus.yaml.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -24,8 +25,8 @@ class Gpu:
 @dataclass(frozen=True)
 class Lookup:
     query: str
-    gpu: Gpu | None           # None: not a model gpupool knows
-    suggestion: str | None    # for an unknown name: the closest known model name
+    gpu: Gpu | None  # None: not a model gpupool knows
+    suggestion: str | None  # for an unknown name: the closest known model name
 
     @property
     def mig(self) -> GpuModel | None:
@@ -90,8 +91,12 @@ def require_mig(name: str) -> GpuModel:
 def mig_problem(found: Lookup) -> str:
     """Why NAME cannot be used for MIG, in one sentence (no quoting beyond the name itself)."""
     if found.gpu is not None:
-        return (f"{found.gpu.name} has no MIG: it is a whole-GPU model (share it with timeSlicing or mps); "
-                f"MIG models: {', '.join(mig_names())} (`gpupool mig models` lists them)")
+        return (
+            f"{found.gpu.name} has no MIG: it is a whole-GPU model (share it with timeSlicing or mps); "
+            f"MIG models: {', '.join(mig_names())} (`gpupool mig models` lists them)"
+        )
     guess = f" (did you mean {found.suggestion}?)" if found.suggestion else ""
-    return (f"unknown GPU model {found.query!r}{guess}; `gpupool mig models` lists the known models "
-            "(GFD product names such as NVIDIA-H100-80GB-HBM3 are accepted too)")
+    return (
+        f"unknown GPU model {found.query!r}{guess}; `gpupool mig models` lists the known models "
+        "(GFD product names such as NVIDIA-H100-80GB-HBM3 are accepted too)"
+    )

@@ -9,6 +9,7 @@ never one entry per GPU. `highspy` is imported inside the solver, so only `mig s
 Demands no Kubernetes cluster could hold are refused before anything is solved (MAX_GPUS).
 Every layout returned is re-checked with `gpupool.gpu.mig.check_layout`.
 """
+
 from __future__ import annotations
 
 import functools
@@ -24,12 +25,12 @@ from gpupool.gpu.mig import GpuModel, check_layout, closest_profile, compute_ins
 class Suggestion:
     model: str
     demand: dict[str, int]
-    layouts: list[tuple[dict[str, int], int]]   # distinct per-GPU layout -> number of GPUs using it
+    layouts: list[tuple[dict[str, int], int]]  # distinct per-GPU layout -> number of GPUs using it
     gpus: int
-    lower_bound: int          # resource bound: compute, memory, instance count, per-profile max
+    lower_bound: int  # resource bound: compute, memory, instance count, per-profile max
     supplied: dict[str, int]
-    bound: int = 0            # the solver's proven lower bound (= gpus when optimal), at least lower_bound
-    optimal: bool = False     # proven minimal by HiGHS (the branch-and-bound gap closed)
+    bound: int = 0  # the solver's proven lower bound (= gpus when optimal), at least lower_bound
+    optimal: bool = False  # proven minimal by HiGHS (the branch-and-bound gap closed)
     solve_seconds: float = 0.0  # HiGHS wall time
 
     def per_gpu(self) -> list[dict[str, int]]:
@@ -41,13 +42,14 @@ class Suggestion:
 @dataclass
 class NodeSuggestion:
     """Identical nodes of `gpus_per_node` GPUs; `per_gpu[i]` is the layout of GPU index i on every node."""
+
     model: str
     demand: dict[str, int]
     gpus_per_node: int
     nodes: int
     per_gpu: list[dict[str, int]]
     supplied: dict[str, int] = field(default_factory=dict)  # over all nodes
-    optimal: bool = True      # every per-node solve was proven optimal
+    optimal: bool = True  # every per-node solve was proven optimal
     solve_seconds: float = 0.0  # HiGHS wall time over all the solves
 
 
@@ -70,8 +72,9 @@ def _check_demand(model: GpuModel, demand: Mapping[str, int]) -> dict[str, int]:
             errors.append(f"{name} is a compute-instance split the device plugin cannot advertise")
         elif name not in model.profiles:
             guess = closest_profile(model, str(name))
-            errors.append(f"{name} is not a MIG profile of {model.name}"
-                          + (f" (did you mean {guess}?)" if guess else ""))
+            errors.append(
+                f"{name} is not a MIG profile of {model.name}" + (f" (did you mean {guess}?)" if guess else "")
+            )
         elif isinstance(n, bool) or not isinstance(n, int) or n < 0:
             errors.append(f"demand for {name} must be an integer >= 0, got {n!r}")
         elif n:
@@ -109,7 +112,7 @@ def maximal_layouts(model: GpuModel) -> tuple[tuple[tuple[str, int], ...], ...]:
     fs = set(feasible)
     maximal = []
     for v in feasible:
-        grown = (v[:j] + (v[j] + 1,) + v[j + 1:] for j in range(len(v)))
+        grown = (v[:j] + (v[j] + 1,) + v[j + 1 :] for j in range(len(v)))
         if not any(g in fs for g in grown):
             maximal.append(tuple((p, c) for p, c in zip(names, v) if c))
     return tuple(maximal)
@@ -166,9 +169,11 @@ class DemandTooLarge(ValueError):
 def _limit(model: GpuModel, need: Mapping[str, int], lb: int) -> None:
     if lb > MAX_GPUS:
         shown = lb if lb < 10**12 else f"about 10^{len(str(lb)) - 1}"
-        raise DemandTooLarge(f"this demand needs at least {shown} {model.name} GPUs; no Kubernetes cluster holds "
-                             f"more than {MAX_GPUS:,} ({MAX_NODES:,} nodes × {MAX_GPUS_PER_NODE} GPUs), so it is "
-                             "not computed; check the counts")
+        raise DemandTooLarge(
+            f"this demand needs at least {shown} {model.name} GPUs; no Kubernetes cluster holds "
+            f"more than {MAX_GPUS:,} ({MAX_NODES:,} nodes × {MAX_GPUS_PER_NODE} GPUs), so it is "
+            "not computed; check the counts"
+        )
 
 
 @dataclass
@@ -191,8 +196,14 @@ def _solve(cols: list[tuple[int, ...]], need: tuple[int, ...], time_limit: float
 
     n, m = len(cols), len(need)
     h = _Highs()
-    for option, value in (("output_flag", False), ("threads", 1), ("mip_rel_gap", 0.0),
-                          ("mip_abs_gap", 0.5), ("time_limit", float(time_limit)), ("random_seed", 0)):
+    for option, value in (
+        ("output_flag", False),
+        ("threads", 1),
+        ("mip_rel_gap", 0.0),
+        ("mip_abs_gap", 0.5),
+        ("time_limit", float(time_limit)),
+        ("random_seed", 0),
+    ):
         h.setOptionValue(option, value)
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = n, m
@@ -266,8 +277,9 @@ def suggest(model: GpuModel | str, demand: Mapping[str, int]) -> Suggestion:
         layouts.append((layout, n))
     gpus = sum(solved.x)
     supplied = {p: sum(col[i] * k for col, k in zip(cols, solved.x)) for i, p in enumerate(names)}
-    return Suggestion(m.name, dict(need_map), layouts, gpus, lb, supplied, max(lb, solved.bound),
-                      solved.optimal, solved.seconds)
+    return Suggestion(
+        m.name, dict(need_map), layouts, gpus, lb, supplied, max(lb, solved.bound), solved.optimal, solved.seconds
+    )
 
 
 def suggest_per_node(model: GpuModel | str, demand: Mapping[str, int], gpus_per_node: int) -> NodeSuggestion:
@@ -296,8 +308,10 @@ def suggest_per_node(model: GpuModel | str, demand: Mapping[str, int], gpus_per_
     hi = max(lo, max(need.values()))  # at hi nodes each node needs at most one instance of each profile
     best = per_node(hi)
     if best.gpus > gpus_per_node:
-        raise ValueError(f"one {gpus_per_node}-GPU node of {m.name} cannot carry one instance of every "
-                         f"profile in {need}; split the demand over node pools")
+        raise ValueError(
+            f"one {gpus_per_node}-GPU node of {m.name} cannot carry one instance of every "
+            f"profile in {need}; split the demand over node pools"
+        )
     while lo < hi:
         mid = (lo + hi) // 2
         s = per_node(mid)

@@ -25,6 +25,7 @@ workload is accepted and only its controller's events show FailedCreate). Pods a
 GPU requests are immutable); workloads on CREATE and UPDATE, except while being deleted (a finalizer removal
 must not be refused).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -43,9 +44,11 @@ WORKLOAD_KINDS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 )
 
 # The pod spec wherever the kind keeps it.
-_POD_SPEC = ("object.kind == 'Pod' ? object.spec : "
-             "object.kind == 'CronJob' ? object.spec.jobTemplate.spec.template.spec : "
-             "object.spec.template.spec")
+_POD_SPEC = (
+    "object.kind == 'Pod' ? object.spec : "
+    "object.kind == 'CronJob' ? object.spec.jobTemplate.spec.template.spec : "
+    "object.spec.template.spec"
+)
 _SIDECAR = "(has({c}.restartPolicy) && {c}.restartPolicy == 'Always')"
 
 
@@ -58,18 +61,21 @@ def _count(c: str, resource: str) -> str:
     Limits only: for extended resources the API server requires request == limit (and fills a missing request
     from the limit) before admission runs."""
     r = f"'{resource}'"  # resource names are schema-checked: no quotes
-    return (f"(has({c}.resources) && has({c}.resources.limits) && {r} in {c}.resources.limits ? "
-            f"quantity({c}.resources.limits[{r}]).asInteger() : 0)")
+    return (
+        f"(has({c}.resources) && has({c}.resources.limits) && {r} in {c}.resources.limits ? "
+        f"quantity({c}.resources.limits[{r}]).asInteger() : 0)"
+    )
 
 
 def effective_request_cel(resource: str) -> str:
     """CEL over the policy's variables: the pod's effective request of `resource` (see the module docstring)."""
     regular = f"variables.containers.map(c, {_count('c', resource)}).sum()"
     sidecars = f"variables.sidecars.map(c, {_count('c', resource)}).sum()"
-    before = ("variables.sidecars.filter(s, variables.initNames.indexOf(s.name) < "
-              "variables.initNames.indexOf(c.name))")
-    per_init = (f"variables.inits.filter(c, !{_SIDECAR.format(c='c')})"
-                f".map(c, {_count('c', resource)} + {before}.map(s, {_count('s', resource)}).sum())")
+    before = "variables.sidecars.filter(s, variables.initNames.indexOf(s.name) < variables.initNames.indexOf(c.name))"
+    per_init = (
+        f"variables.inits.filter(c, !{_SIDECAR.format(c='c')})"
+        f".map(c, {_count('c', resource)} + {before}.map(s, {_count('s', resource)}).sum())"
+    )
     return f"([{regular} + {sidecars}] + {per_init}).max()"
 
 
@@ -91,25 +97,31 @@ def policy(tenant: m.Tenant, limits: dict[str, int], labels: dict[str, str]) -> 
         var = _variable_name(i)
         variables.append({"name": var, "expression": effective_request_cel(resource)})
         text = f"the per-pod maximum of {limit} {resource} for tenant {tenant.name} (gpupool maxPerPod)"
-        validations.append({
-            "expression": f"variables.{var} <= {limit}",
-            "message": f"requests more than {text}",
-            "messageExpression": (f"'tenant {tenant.name}: ' + variables.what + ' requests ' + "
-                                  f"string(variables.{var}) + ' {resource}, above the per-pod maximum of {limit} "
-                                  f"(gpupool maxPerPod)'"),
-            "reason": "Forbidden",
-        })
-    rules = [{"apiGroups": [group], "apiVersions": ["v1"], "resources": list(resources),
-              "operations": list(ops)} for group, resources, ops in WORKLOAD_KINDS]
+        validations.append(
+            {
+                "expression": f"variables.{var} <= {limit}",
+                "message": f"requests more than {text}",
+                "messageExpression": (
+                    f"'tenant {tenant.name}: ' + variables.what + ' requests ' + "
+                    f"string(variables.{var}) + ' {resource}, above the per-pod maximum of {limit} "
+                    f"(gpupool maxPerPod)'"
+                ),
+                "reason": "Forbidden",
+            }
+        )
+    rules = [
+        {"apiGroups": [group], "apiVersions": ["v1"], "resources": list(resources), "operations": list(ops)}
+        for group, resources, ops in WORKLOAD_KINDS
+    ]
     return {
-        "apiVersion": API_VERSION, "kind": "ValidatingAdmissionPolicy",
+        "apiVersion": API_VERSION,
+        "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": policy_name(tenant), "labels": dict(labels)},
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": rules},
             # A workload being deleted may still need updates (finalizers): never refuse those.
-            "matchConditions": [{"name": "not-being-deleted",
-                                 "expression": "!has(object.metadata.deletionTimestamp)"}],
+            "matchConditions": [{"name": "not-being-deleted", "expression": "!has(object.metadata.deletionTimestamp)"}],
             "variables": variables,
             "validations": validations,
         },
@@ -118,7 +130,8 @@ def policy(tenant: m.Tenant, limits: dict[str, int], labels: dict[str, str]) -> 
 
 def binding(tenant: m.Tenant, labels: dict[str, str]) -> dict[str, Any]:
     return {
-        "apiVersion": API_VERSION, "kind": "ValidatingAdmissionPolicyBinding",
+        "apiVersion": API_VERSION,
+        "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": policy_name(tenant), "labels": dict(labels)},
         "spec": {
             "policyName": policy_name(tenant),

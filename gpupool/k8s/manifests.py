@@ -4,6 +4,7 @@
 (a test proves it through the Pulumi mocks). Each object carries the Pulumi resource name and the
 component that owns it, so URNs are stable and derived in one place.
 """
+
 from __future__ import annotations
 
 import copy
@@ -87,9 +88,17 @@ class Chart:
         if self.repository:
             spec["repositoryOpts"] = {"repo": self.repository}
         spec.update({"namespace": self.namespace, "values": self.values})
-        return Desired("operator", self.name, {"apiVersion": "helm.sh/v4", "kind": "Chart",
-                                               "metadata": {"name": self.name, "namespace": self.namespace},
-                                               "spec": spec}, depends_on=self.depends_on)
+        return Desired(
+            "operator",
+            self.name,
+            {
+                "apiVersion": "helm.sh/v4",
+                "kind": "Chart",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": spec,
+            },
+            depends_on=self.depends_on,
+        )
 
 
 @dataclass
@@ -140,6 +149,7 @@ def content_hash(text: str) -> str:
 
 
 # -- MIG Manager config (mig-parted v1) ----------------------------------------------------------
+
 
 def _layout_text(layout: dict[str, int]) -> str:
     return "-".join(f"{p}x{c}" for p, c in sorted(layout.items()))
@@ -238,6 +248,7 @@ def _mig_capable(pool: m.NodePool) -> bool:
 
 # -- Device plugin config -----------------------------------------------------------------------
 
+
 def _plugin_config(spec: m.Spec, pool: m.NodePool | None) -> dict[str, Any]:
     doc: dict[str, Any] = {"version": "v1", "flags": {"migStrategy": spec.cluster.mig_strategy}}
     if pool is None:
@@ -246,9 +257,13 @@ def _plugin_config(spec: m.Spec, pool: m.NodePool | None) -> dict[str, Any]:
     resources = [{"name": name, "replicas": sharing.replicas} for name in pool.physical_resources_per_node()]
     if sharing.time_slicing:
         ts = sharing.time_slicing
-        doc["sharing"] = {"timeSlicing": {"renameByDefault": ts.rename,
-                                          "failRequestsGreaterThanOne": ts.fail_requests_greater_than_one,
-                                          "resources": resources}}
+        doc["sharing"] = {
+            "timeSlicing": {
+                "renameByDefault": ts.rename,
+                "failRequestsGreaterThanOne": ts.fail_requests_greater_than_one,
+                "resources": resources,
+            }
+        }
     elif sharing.mps:
         doc["sharing"] = {"mps": {"renameByDefault": sharing.mps.rename, "resources": resources}}
     return doc
@@ -268,6 +283,7 @@ def device_plugin_config(spec: m.Spec) -> tuple[dict[str, str], dict[str, str]]:
 
 
 # -- GPU Operator -------------------------------------------------------------------------------
+
 
 def deep_merge(base: dict, extra: dict) -> dict:
     out = copy.deepcopy(base)
@@ -292,9 +308,11 @@ def operator_values(spec: m.Spec, mig_hash: str, plugin_hash: str) -> dict[str, 
     # its DaemonSet templates per variable name, and the v26.7.0 chart's env lists are empty, so nothing
     # else belongs here: a copied default (DEVICE_LIST_STRATEGY=envvar) would override what the operator
     # sets (cdi-annotations,cdi-cri with CDI on). Facts and sources: gpupool/k8s/gpu-operator.yaml.
-    ours = {"devicePlugin": {HASH_ENV_PLUGIN: plugin_hash},
-            "gfd": {HASH_ENV_PLUGIN: plugin_hash},  # GFD reads the same config (sharing labels)
-            "migManager": {HASH_ENV_MIG: mig_hash, **({"WITH_REBOOT": "true"} if op.mig_reboot else {})}}
+    ours = {
+        "devicePlugin": {HASH_ENV_PLUGIN: plugin_hash},
+        "gfd": {HASH_ENV_PLUGIN: plugin_hash},  # GFD reads the same config (sharing labels)
+        "migManager": {HASH_ENV_MIG: mig_hash, **({"WITH_REBOOT": "true"} if op.mig_reboot else {})},
+    }
     env = {}
     for operand, extra in ours.items():
         section = found if isinstance(found := user.get(operand), dict) else {}
@@ -306,8 +324,7 @@ def operator_values(spec: m.Spec, mig_hash: str, plugin_hash: str) -> dict[str, 
         "toolkit": {"enabled": op.toolkit},
         "dcgmExporter": {"enabled": op.dcgm_exporter},
         "migManager": {"config": {"name": MIG_CONFIGMAP, "default": MIG_DISABLED}, "env": env["migManager"]},
-        "devicePlugin": {"config": {"name": PLUGIN_CONFIGMAP, "default": EXCLUSIVE_KEY},
-                         "env": env["devicePlugin"]},
+        "devicePlugin": {"config": {"name": PLUGIN_CONFIGMAP, "default": EXCLUSIVE_KEY}, "env": env["devicePlugin"]},
         "gfd": {"env": env["gfd"]},
     }
     return deep_merge(values, user)
@@ -322,6 +339,7 @@ def operator_chart(spec: m.Spec, values: dict[str, Any], depends_on: tuple[str, 
 
 # -- Tenants ------------------------------------------------------------------------------------
 
+
 def quota_resources(spec: m.Spec) -> list[str]:
     return sorted(set(spec.advertised_resources()) | set(ALWAYS_QUOTED))
 
@@ -335,53 +353,109 @@ def tenant_objects(spec: m.Spec, tenant: m.Tenant, quoted: list[str]) -> list[De
         labels[LABEL_COST_CENTER] = tenant.cost_center
     ns_labels = {**tenant.labels, **labels, "pod-security.kubernetes.io/enforce": "baseline"}
     meta = lambda name: {"name": name, "namespace": ns, "labels": dict(labels)}  # noqa: E731
-    out = [Desired(comp, f"{base}-ns", {"apiVersion": "v1", "kind": "Namespace",
-                                        "metadata": {"name": ns, "labels": ns_labels}})]
+    out = [
+        Desired(
+            comp, f"{base}-ns", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": ns_labels}}
+        )
+    ]
     after_ns = (f"{base}-ns",)
     # Offboarded tenants keep their namespace until removed from the spec, but may start no GPU work.
     grants = {} if tenant.offboarded else tenant.gpus
     hard = {f"requests.{name}": str(grants.get(name, 0)) for name in quoted}
-    out.append(Desired(comp, f"{base}-gpu-quota", {"apiVersion": "v1", "kind": "ResourceQuota",
-                                                   "metadata": meta("gpu-quota"), "spec": {"hard": hard}},
-                       depends_on=after_ns))
+    out.append(
+        Desired(
+            comp,
+            f"{base}-gpu-quota",
+            {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta("gpu-quota"), "spec": {"hard": hard}},
+            depends_on=after_ns,
+        )
+    )
     if tenant.compute:
         hard = {f"requests.{k}": str(v) for k, v in sorted(tenant.compute.items())}
-        out.append(Desired(comp, f"{base}-compute-quota", {"apiVersion": "v1", "kind": "ResourceQuota",
-                                                           "metadata": meta("compute-quota"), "spec": {"hard": hard}},
-                           depends_on=after_ns))
+        out.append(
+            Desired(
+                comp,
+                f"{base}-compute-quota",
+                {
+                    "apiVersion": "v1",
+                    "kind": "ResourceQuota",
+                    "metadata": meta("compute-quota"),
+                    "spec": {"hard": hard},
+                },
+                depends_on=after_ns,
+            )
+        )
     tier = spec.tier(tenant.tier)
     higher = sorted(t.name for t in spec.tiers if tier and t.priority > tier.priority)
     if higher:
         # Quota with a PriorityClass scope is how Kubernetes limits who may use a priority class.
-        out.append(Desired(comp, f"{base}-priority-guard", {
-            "apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta("priority-guard"),
-            "spec": {"hard": {"pods": "0"},
-                     "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In",
-                                                             "values": higher}]}}}, depends_on=after_ns))
+        out.append(
+            Desired(
+                comp,
+                f"{base}-priority-guard",
+                {
+                    "apiVersion": "v1",
+                    "kind": "ResourceQuota",
+                    "metadata": meta("priority-guard"),
+                    "spec": {
+                        "hard": {"pods": "0"},
+                        "scopeSelector": {
+                            "matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": higher}]
+                        },
+                    },
+                },
+                depends_on=after_ns,
+            )
+        )
     d = tenant.container_defaults
-    out.append(Desired(comp, f"{base}-container-defaults", {
-        "apiVersion": "v1", "kind": "LimitRange", "metadata": meta("container-defaults"),
-        # cpu/memory only: a GPU key here would be injected into every container (gpu-sharing.md 5.4).
-        "spec": {"limits": [{"type": "Container", "default": dict(d.limits), "defaultRequest": dict(d.requests)}]}},
-        depends_on=after_ns))
+    out.append(
+        Desired(
+            comp,
+            f"{base}-container-defaults",
+            {
+                "apiVersion": "v1",
+                "kind": "LimitRange",
+                "metadata": meta("container-defaults"),
+                # cpu/memory only: a GPU key here would be injected into every container (gpu-sharing.md 5.4).
+                "spec": {
+                    "limits": [{"type": "Container", "default": dict(d.limits), "defaultRequest": dict(d.requests)}]
+                },
+            },
+            depends_on=after_ns,
+        )
+    )
     if tenant.owners:
         # Kubernetes' aggregated roles (admin/edit/view) cover what CRDs aggregate into them too; none of
         # them may change ResourceQuotas or LimitRanges (tests/e2e proves it against the API server).
         subjects = [s.rbac() for s in (parse_owner(o) for o in tenant.owners) if isinstance(s, Subject)]
-        out.append(Desired(comp, f"{base}-owners", {
-            # roleRef is immutable: the name carries the role, so an ownerRole change creates the new binding
-            # before it deletes the old one (same name: the create would conflict with the live object).
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": meta(f"tenant-owners-{tenant.owner_role}"),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": tenant.owner_role},
-            "subjects": subjects}, depends_on=after_ns))
+        out.append(
+            Desired(
+                comp,
+                f"{base}-owners",
+                {
+                    # roleRef is immutable: the name carries the role, so an ownerRole change creates the new binding
+                    # before it deletes the old one (same name: the create would conflict with the live object).
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "RoleBinding",
+                    "metadata": meta(f"tenant-owners-{tenant.owner_role}"),
+                    "roleRef": {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "ClusterRole",
+                        "name": tenant.owner_role,
+                    },
+                    "subjects": subjects,
+                },
+                depends_on=after_ns,
+            )
+        )
     # Dropping a tenant from the spec leaves everything of it in place, quotas included (an unmanaged
     # namespace without its quota could take every GPU). Only an offboarded tenant may be deleted.
     # The owners' binding is the exception: retained, a replaced binding (ownerRole admin -> view) would keep
     # granting the old role. Without it a removed tenant's namespace, quotas and workloads all stay.
     keep = not tenant.offboarded
-    return ([dataclasses.replace(obj, retain_on_delete=keep and obj.kind != "RoleBinding") for obj in out]
-            + max_per_pod_objects(spec, tenant))
+    return [
+        dataclasses.replace(obj, retain_on_delete=keep and obj.kind != "RoleBinding") for obj in out
+    ] + max_per_pod_objects(spec, tenant)
 
 
 def max_per_pod_objects(spec: m.Spec, tenant: m.Tenant) -> list[Desired]:
@@ -392,12 +466,16 @@ def max_per_pod_objects(spec: m.Spec, tenant: m.Tenant) -> list[Desired]:
         return []
     comp, base = f"tenant:{tenant.name}", f"tenant-{tenant.name}"
     labels = {**MANAGED_BY, LABEL_TENANT: tenant.name}
-    return [Desired(comp, f"{base}-max-per-pod", admission.policy(tenant, limits, labels)),
-            Desired(comp, f"{base}-max-per-pod-binding", admission.binding(tenant, labels),
-                    depends_on=(f"{base}-max-per-pod",))]
+    return [
+        Desired(comp, f"{base}-max-per-pod", admission.policy(tenant, limits, labels)),
+        Desired(
+            comp, f"{base}-max-per-pod-binding", admission.binding(tenant, labels), depends_on=(f"{base}-max-per-pod",)
+        ),
+    ]
 
 
 # -- The whole stack ----------------------------------------------------------------------------
+
 
 def build(spec: m.Spec) -> Plan:
     op = spec.cluster.operator
@@ -406,26 +484,62 @@ def build(spec: m.Spec) -> Plan:
     plugin_data, plugin_by_pool = device_plugin_config(spec)
     mig_hash = content_hash(mig_text)
     plugin_hash = content_hash(dump_yaml(plugin_data))
-    plan = Plan(operator_chart(spec, operator_values(spec, mig_hash, plugin_hash),
-                               depends_on=("gpu-operator-ns", "mig-config", "device-plugin-config")))
-    plan.objects.append(Desired("operator", "gpu-operator-ns", {
-        "apiVersion": "v1", "kind": "Namespace",
-        "metadata": {"name": opns, "labels": {**MANAGED_BY, "pod-security.kubernetes.io/enforce": "privileged"}}}))
-    plan.objects.append(Desired("mig-config", "mig-config", {
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": MIG_CONFIGMAP, "namespace": opns, "labels": dict(MANAGED_BY)},
-        "data": {"config.yaml": mig_text}}, depends_on=("gpu-operator-ns",)))
-    plan.objects.append(Desired("device-plugin-config", "device-plugin-config", {
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": PLUGIN_CONFIGMAP, "namespace": opns, "labels": dict(MANAGED_BY)},
-        "data": plugin_data}, depends_on=("gpu-operator-ns",)))
+    plan = Plan(
+        operator_chart(
+            spec,
+            operator_values(spec, mig_hash, plugin_hash),
+            depends_on=("gpu-operator-ns", "mig-config", "device-plugin-config"),
+        )
+    )
+    plan.objects.append(
+        Desired(
+            "operator",
+            "gpu-operator-ns",
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": opns,
+                    "labels": {**MANAGED_BY, "pod-security.kubernetes.io/enforce": "privileged"},
+                },
+            },
+        )
+    )
+    plan.objects.append(
+        Desired(
+            "mig-config",
+            "mig-config",
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": MIG_CONFIGMAP, "namespace": opns, "labels": dict(MANAGED_BY)},
+                "data": {"config.yaml": mig_text},
+            },
+            depends_on=("gpu-operator-ns",),
+        )
+    )
+    plan.objects.append(
+        Desired(
+            "device-plugin-config",
+            "device-plugin-config",
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": PLUGIN_CONFIGMAP, "namespace": opns, "labels": dict(MANAGED_BY)},
+                "data": plugin_data,
+            },
+            depends_on=("gpu-operator-ns",),
+        )
+    )
     for pool in spec.pools:
         labels = {LABEL_POOL: pool.name, LABEL_PLUGIN_CONFIG: plugin_by_pool[pool.name]}
         if pool.name in mig_by_pool:
             labels[LABEL_MIG_CONFIG] = mig_by_pool[pool.name]
         labels = dict(sorted(labels.items()))
-        plan.pool_configs[pool.name] = {"migConfig": mig_by_pool.get(pool.name, ""),
-                                        "devicePluginConfig": plugin_by_pool[pool.name]}
+        plan.pool_configs[pool.name] = {
+            "migConfig": mig_by_pool.get(pool.name, ""),
+            "devicePluginConfig": plugin_by_pool[pool.name],
+        }
         if pool.node_selector:
             plan.node_group_labels[pool.name] = labels
         comp = f"pool:{pool.name}"
@@ -436,19 +550,44 @@ def build(spec: m.Spec) -> Plan:
         for node in pool.nodes:
             for step in chains.get(node, ()):
                 manager = rollout.CORDON_MANAGER if step.name.endswith(("_cordon", "_uncordon")) else None
-                plan.objects.append(Desired(comp, step.name, step.manifest, patch=True, retain_on_delete=True,
-                                            depends_on=step.depends_on, timeout_seconds=step.timeout_seconds,
-                                            wait_for=step.wait_for, field_manager=manager,
-                                            ignore_changes=step.ignore_changes))
+                plan.objects.append(
+                    Desired(
+                        comp,
+                        step.name,
+                        step.manifest,
+                        patch=True,
+                        retain_on_delete=True,
+                        depends_on=step.depends_on,
+                        timeout_seconds=step.timeout_seconds,
+                        wait_for=step.wait_for,
+                        field_manager=manager,
+                        ignore_changes=step.ignore_changes,
+                    )
+                )
             after = (chains[node][-1].name,) if node in chains else ()
-            plan.objects.append(Desired(comp, node_patch_name(pool, node), {
-                # Plain labels; the component layer adds Pulumi's patchForce (components/k8s_objects.py).
-                "apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": own}},
-                patch=True, retain_on_delete=True, depends_on=("mig-config", "device-plugin-config") + after))
+            plan.objects.append(
+                Desired(
+                    comp,
+                    node_patch_name(pool, node),
+                    {
+                        # Plain labels; the component layer adds Pulumi's patchForce (components/k8s_objects.py).
+                        "apiVersion": "v1",
+                        "kind": "Node",
+                        "metadata": {"name": node, "labels": own},
+                    },
+                    patch=True,
+                    retain_on_delete=True,
+                    depends_on=("mig-config", "device-plugin-config") + after,
+                )
+            )
     for tier in spec.tiers:
-        obj = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-               "metadata": {"name": tier.name, "labels": {**MANAGED_BY, LABEL_TIER: tier.name}},
-               "value": tier.priority, "preemptionPolicy": tier.preemption_policy}
+        obj = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": tier.name, "labels": {**MANAGED_BY, LABEL_TIER: tier.name}},
+            "value": tier.priority,
+            "preemptionPolicy": tier.preemption_policy,
+        }
         if tier.description:
             obj["description"] = tier.description
         plan.objects.append(Desired("tiers", f"tier-{tier.name}", obj))

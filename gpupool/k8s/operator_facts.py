@@ -1,4 +1,5 @@
 """Facts about the pinned GPU Operator chart, kept as data in gpu-operator.yaml (with their sources)."""
+
 from __future__ import annotations
 
 import functools

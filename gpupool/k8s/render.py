@@ -15,6 +15,7 @@ Writing never leaves a half render behind:
   renames. The new index is written as `.gpupool-render.pending` before the first rename, so even a kill in
   that short window leaves every file accounted for: the next render treats both indexes as its own.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -49,8 +50,10 @@ def file_name(obj: Desired) -> str:
 def _document(obj: Desired) -> str:
     header = f"# gpupool: component={obj.component}"
     if obj.patch:
-        header += (" patch=true (server-side apply of these fields onto an existing object: "
-                   "kubectl apply --server-side --force-conflicts)")
+        header += (
+            " patch=true (server-side apply of these fields onto an existing object: "
+            "kubectl apply --server-side --force-conflicts)"
+        )
     if obj.retain_on_delete:
         header += " retainOnDelete=true"
     if obj.wait_for:
@@ -75,8 +78,9 @@ def render_documents(plan: Plan, operator: str = delivery.DEFAULT_MODE) -> dict[
     out = {file_name(obj): _document(obj) for obj in objects(plan, operator)}
     if operator == "values" and plan.chart is not None:
         hint = delivery.helm_install_hint(plan.chart, f"<dir>/{delivery.VALUES_FILE}")
-        out[delivery.VALUES_FILE] = (f"# gpupool: GPU Operator chart values (not a Kubernetes object)\n"
-                                     f"# {hint}\n" + dump_yaml(plan.chart.values))
+        out[delivery.VALUES_FILE] = (
+            f"# gpupool: GPU Operator chart values (not a Kubernetes object)\n# {hint}\n" + dump_yaml(plan.chart.values)
+        )
     return out
 
 
@@ -84,12 +88,15 @@ def stream(plan: Plan, operator: str = delivery.DEFAULT_MODE) -> str:
     """One multi-document YAML stream of every object (`--output-dir -`), in registration order, so
     `kubectl apply -f -` creates each namespace before what lives in it."""
     if operator == "values":
-        raise delivery.DeliveryError("--operator values writes a separate values file; use --output-dir DIR, "
-                                     "or --operator helmrelease|argocd for a stream")
+        raise delivery.DeliveryError(
+            "--operator values writes a separate values file; use --output-dir DIR, "
+            "or --operator helmrelease|argocd for a stream"
+        )
     return "".join(f"---\n{_document(obj)}" for obj in objects(plan, operator))
 
 
 # -- the index -------------------------------------------------------------------------------------
+
 
 def _read_index(path: Path) -> set[str]:
     try:
@@ -105,9 +112,10 @@ def _read_index(path: Path) -> set[str]:
 
 
 def _index_text(names) -> str:
-    return ("# Written by `gpupool render`: the files below are gpupool's. A later render replaces or removes\n"
-            "# only these; every other file in this directory is left alone.\n"
-            + "".join(f"{n}\n" for n in sorted(names)))
+    return (
+        "# Written by `gpupool render`: the files below are gpupool's. A later render replaces or removes\n"
+        "# only these; every other file in this directory is left alone.\n" + "".join(f"{n}\n" for n in sorted(names))
+    )
 
 
 def owned(directory: Path) -> set[str] | None:
@@ -135,6 +143,7 @@ def _foreign(directory: Path, mine: set[str]) -> list[str]:
 
 # -- writing ------------------------------------------------------------------------------------------
 
+
 def _write_file(path: Path, text: str) -> None:
     path.parent.mkdir(exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
@@ -152,9 +161,12 @@ def _write_all(directory: Path, documents: dict[str, str]) -> None:
 
 
 def _os_message(exc: OSError, what: str) -> str:
-    reasons: dict[int | None, str] = {errno.ENAMETOOLONG: "the path is too long for the file system",
-                                      errno.EACCES: "permission denied", errno.EROFS: "read-only file system",
-                                      errno.ENOSPC: "no space left on the device"}
+    reasons: dict[int | None, str] = {
+        errno.ENAMETOOLONG: "the path is too long for the file system",
+        errno.EACCES: "permission denied",
+        errno.EROFS: "read-only file system",
+        errno.ENOSPC: "no space left on the device",
+    }
     reason = reasons.get(exc.errno, exc.strerror or str(exc))  # errno is None for an OSError raised by hand
     return f"{what}: {reason}"
 
@@ -225,16 +237,24 @@ def write(documents: dict[str, str], directory: Path, *, force: bool = False) ->
     mine = owned(directory)
     foreign = _foreign(directory, mine or set())
     if mine is None and foreign and not force:
-        raise RenderError(f"{directory}: not empty and not a previous gpupool render (no {INDEX} index); "
-                          "refusing to write into it. Use an empty directory, or pass --force to add the "
-                          "files anyway (gpupool never deletes or overwrites files it did not write)")
+        raise RenderError(
+            f"{directory}: not empty and not a previous gpupool render (no {INDEX} index); "
+            "refusing to write into it. Use an empty directory, or pass --force to add the "
+            "files anyway (gpupool never deletes or overwrites files it did not write)"
+        )
     clashes = [n for n in documents if n in foreign or (directory / n).exists() and n not in (mine or set())]
     if clashes:
-        raise RenderError(f"{directory / clashes[0]}: exists and was not written by gpupool; not overwriting "
-                          "it (move it away, or render into another directory)")
+        raise RenderError(
+            f"{directory / clashes[0]}: exists and was not written by gpupool; not overwriting "
+            "it (move it away, or render into another directory)"
+        )
     try:
-        swapped = (not foreign and not directory.is_symlink() and not _is_cwd_or_above(directory)
-                   and _swap_in(documents, directory))
+        swapped = (
+            not foreign
+            and not directory.is_symlink()
+            and not _is_cwd_or_above(directory)
+            and _swap_in(documents, directory)
+        )
         if not swapped:
             _move_in(documents, directory, mine or set())
     except RenderError:

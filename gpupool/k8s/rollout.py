@@ -35,6 +35,7 @@ Timeouts are Pulumi customTimeouts, not the `pulumi.com/timeoutSeconds` annotati
 and changing it would re-apply the patch (and its pending state) without a config change, which MIG Manager
 would never answer.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -75,8 +76,10 @@ def done(config: str) -> str:
     delivered, and a Node's generation does not move on label changes, so an event older than this very
     apply is accepted too (seen in e2e: a node whose previous `success` was observed after the relabel passed
     in 0.14 s). Such an object still has the old config."""
-    return (f"jsonpath={{.metadata[?@['{LABEL_MIG_CONFIG}'] == '{config}' && ({_STATE} == 'success' "
-            f"|| {_STATE} == 'failed' || !{_CHECKED} || {_ALREADY})]}}")
+    return (
+        f"jsonpath={{.metadata[?@['{LABEL_MIG_CONFIG}'] == '{config}' && ({_STATE} == 'success' "
+        f"|| {_STATE} == 'failed' || !{_CHECKED} || {_ALREADY})]}}"
+    )
 
 
 def check(config: str) -> str:
@@ -88,8 +91,10 @@ def check(config: str) -> str:
     splits on "=")."""
     # `checked == config` in the filter: an informer event older than this apply (see done()) is not an error.
     # The comparison comes first: theory/jsonpath v0.9.0 (the provider's) fails to parse `@[a] && @[b] == 'v' && c`.
-    return (f"jsonpath={{.metadata..[?{_CHECKED} == '{config}' && @['{LABEL_MIG_CONFIG}'] "
-            f"&& !({_STATE} == 'success' || {_STATE} == 'pending'), '{LABEL_CHECKED}']}}={config}")
+    return (
+        f"jsonpath={{.metadata..[?{_CHECKED} == '{config}' && @['{LABEL_MIG_CONFIG}'] "
+        f"&& !({_STATE} == 'success' || {_STATE} == 'pending'), '{LABEL_CHECKED}']}}={config}"
+    )
 
 
 # Every gpupool node patch writes its own marker here and first waits to observe it. The provider evaluates a
@@ -120,7 +125,7 @@ def waves(pool: m.NodePool, nodes: tuple[str, ...] | None = None) -> list[tuple[
     """The pool's named nodes in rollout order, in waves of at most rollout.max_unavailable."""
     names = pool.nodes if nodes is None else nodes
     n = pool.rollout.max_unavailable
-    return [tuple(names[i:i + n]) for i in range(0, len(names), n)]
+    return [tuple(names[i : i + n]) for i in range(0, len(names), n)]
 
 
 def names(pool: m.NodePool, node: str) -> dict[str, str]:
@@ -141,8 +146,9 @@ def last_step(pool: m.NodePool, node: str) -> str:
     return list(names(pool, node).values())[-1]
 
 
-def node_manifest(node: str, *, labels: dict | None = None, annotations: dict | None = None,
-                  unschedulable: bool | None = None) -> dict[str, Any]:
+def node_manifest(
+    node: str, *, labels: dict | None = None, annotations: dict | None = None, unschedulable: bool | None = None
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": node}
     if labels:
         meta["labels"] = labels
@@ -185,17 +191,38 @@ def chain(pool: m.NodePool, config: str, after: tuple[str, ...]) -> dict[str, li
             steps: list[Step] = []
             deps = previous
             if "cordon" in n:
-                steps.append(Step(n["cordon"], node_manifest(node, annotations={ANNOTATION_TARGET: config},
-                                                             unschedulable=True), deps,
-                                  ignore_changes=(IGNORE_CORDON,)))
+                steps.append(
+                    Step(
+                        n["cordon"],
+                        node_manifest(node, annotations={ANNOTATION_TARGET: config}, unschedulable=True),
+                        deps,
+                        ignore_changes=(IGNORE_CORDON,),
+                    )
+                )
                 deps = (n["cordon"],)
-            steps.append(Step(n["mig"], node_manifest(node, labels={LABEL_MIG_CONFIG: config, LABEL_STATE: "pending"}),
-                              deps, pool.rollout.node_timeout_seconds, done(config), (IGNORE_STATE,)))
-            steps.append(Step(n["check"], node_manifest(node, labels={LABEL_CHECKED: config}),
-                              (n["mig"],), CHECK_TIMEOUT_SECONDS, check(config)))
+            steps.append(
+                Step(
+                    n["mig"],
+                    node_manifest(node, labels={LABEL_MIG_CONFIG: config, LABEL_STATE: "pending"}),
+                    deps,
+                    pool.rollout.node_timeout_seconds,
+                    done(config),
+                    (IGNORE_STATE,),
+                )
+            )
+            steps.append(
+                Step(
+                    n["check"],
+                    node_manifest(node, labels={LABEL_CHECKED: config}),
+                    (n["mig"],),
+                    CHECK_TIMEOUT_SECONDS,
+                    check(config),
+                )
+            )
             if "uncordon" in n:
-                steps.append(Step(n["uncordon"], node_manifest(node, annotations={ANNOTATION_APPLIED: config}),
-                                  (n["check"],)))
+                steps.append(
+                    Step(n["uncordon"], node_manifest(node, annotations={ANNOTATION_APPLIED: config}), (n["check"],))
+                )
             out[node] = steps
             ends.append(steps[-1].name)
         previous = tuple(ends)

@@ -6,6 +6,7 @@ fit, a quota nobody advertises) run here, as they build, and report under the id
 gpupool/rules/ declares with their documentation. Everything else is a rule that reads the built model.
 Parts the schema already rejected are skipped, so one run reports every problem it can.
 """
+
 from __future__ import annotations
 
 import functools
@@ -106,11 +107,22 @@ class _Builder:
         tiers = self.tiers()
         pools = self.pools(cluster)
         tenants = self.tenants(tiers, pools)
-        spec = m.Spec(cluster or m.Cluster("unknown"), tuple(pools.values()),
-                      tuple(t for t in tiers.values() if t is not None), tuple(t for t, _ in tenants.values()),
-                      self.oversubscription(), self.loaded.path)
-        return Built(spec, cluster is not None, self.pools_complete, self.pool_paths,
-                     {name: path for name, (_, path) in tenants.items()}, self.per_gpu)
+        spec = m.Spec(
+            cluster or m.Cluster("unknown"),
+            tuple(pools.values()),
+            tuple(t for t in tiers.values() if t is not None),
+            tuple(t for t, _ in tenants.values()),
+            self.oversubscription(),
+            self.loaded.path,
+        )
+        return Built(
+            spec,
+            cluster is not None,
+            self.pools_complete,
+            self.pool_paths,
+            {name: path for name, (_, path) in tenants.items()},
+            self.per_gpu,
+        )
 
     # -- cluster -----------------------------------------------------------------------------
     def cluster(self) -> m.Cluster | None:
@@ -136,8 +148,9 @@ class _Builder:
         raw = self.data.get("oversubscription")
         if not isinstance(raw, dict) or not self.usable(("oversubscription",)):
             return m.Oversubscription()
-        return m.Oversubscription(float(raw.get("maxRatio", 1.0)),
-                                  {k: float(v) for k, v in raw.get("perResource", {}).items()})
+        return m.Oversubscription(
+            float(raw.get("maxRatio", 1.0)), {k: float(v) for k, v in raw.get("perResource", {}).items()}
+        )
 
     # -- tiers -------------------------------------------------------------------------------
     def tiers(self) -> dict[str, m.Tier | None]:
@@ -155,9 +168,14 @@ class _Builder:
             if name in out:
                 self.error(DUPLICATE_TIER, path + ("name",), f'duplicate tier "{name}"; tier names must be unique')
                 continue
-            out[name] = m.Tier(name, t["priority"], t.get("preemptionPolicy", "PreemptLowerPriority"),
-                               t.get("isolation", "shared"), t.get("description", ""),
-                               dict(t.get("maxPerPod", {})))
+            out[name] = m.Tier(
+                name,
+                t["priority"],
+                t.get("preemptionPolicy", "PreemptLowerPriority"),
+                t.get("isolation", "shared"),
+                t.get("description", ""),
+                dict(t.get("maxPerPod", {})),
+            )
         return out
 
     # -- node pools --------------------------------------------------------------------------
@@ -169,13 +187,17 @@ class _Builder:
         node_owner: dict[str, str] = {}
         for i, p in enumerate(raw):
             path = ("nodePools", i)
-            if not isinstance(p, dict) or not all(self.usable(path + (k,)) for k in ("name", "gpu", "gpusPerNode")) \
-                    or not all(k in p for k in ("name", "gpu", "gpusPerNode")):
+            if (
+                not isinstance(p, dict)
+                or not all(self.usable(path + (k,)) for k in ("name", "gpu", "gpusPerNode"))
+                or not all(k in p for k in ("name", "gpu", "gpusPerNode"))
+            ):
                 self.pools_complete = False
                 continue
             if p["name"] in out:
-                self.error(DUPLICATE_POOL, path + ("name",),
-                           f'duplicate node pool "{p["name"]}"; pool names must be unique')
+                self.error(
+                    DUPLICATE_POOL, path + ("name",), f'duplicate node pool "{p["name"]}"; pool names must be unique'
+                )
                 self.pools_complete = False  # what it advertises is not counted: do not blame tenants for it
                 continue
             pool = self.pool(path, p, cluster, node_owner)
@@ -201,11 +223,19 @@ class _Builder:
 
             known = resolve_gpu(p["gpu"]).gpu
             if known is not None:  # the same wording as `gpupool mig profiles --gpu L4`
-                self.error(MIG_MODEL, path + ("gpu",), f"{known.name} has no MIG (a whole-GPU model: share it "
-                           f"with timeSlicing or mps, or use a MIG model: {one_of(catalog().names(), 20)})")
+                self.error(
+                    MIG_MODEL,
+                    path + ("gpu",),
+                    f"{known.name} has no MIG (a whole-GPU model: share it "
+                    f"with timeSlicing or mps, or use a MIG model: {one_of(catalog().names(), 20)})",
+                )
             else:
-                self.error(MIG_MODEL, path + ("gpu",), f'"{p["gpu"]}" is not a MIG-capable GPU model gpupool '
-                           f'knows{did_you_mean(p["gpu"], catalog().names())}; MIG models: {one_of(catalog().names(), 20)}')
+                self.error(
+                    MIG_MODEL,
+                    path + ("gpu",),
+                    f'"{p["gpu"]}" is not a MIG-capable GPU model gpupool '
+                    f"knows{did_you_mean(p['gpu'], catalog().names())}; MIG models: {one_of(catalog().names(), 20)}",
+                )
             ok = False
         if not all(self.usable(path + (k,)) for k in ("nodes", "nodeSelector", "nodeCount")):
             # Which nodes the pool has is unknown: skip the node checks, still judge the sharing config.
@@ -215,16 +245,28 @@ class _Builder:
         selector = dict(p.get("nodeSelector", {}))
         count = p.get("nodeCount")
         if not nodes and not selector:
-            self.error(NO_NODES, path, "the pool selects no nodes: list `nodes` by name, or give the "
-                       "`nodeSelector` labels its node group carries (with `nodeCount`)")
+            self.error(
+                NO_NODES,
+                path,
+                "the pool selects no nodes: list `nodes` by name, or give the "
+                "`nodeSelector` labels its node group carries (with `nodeCount`)",
+            )
             ok = False
         if selector and not nodes and count is None:
-            self.error(SELECTOR_COUNT, path, "`nodeCount` is required when nodes are chosen by `nodeSelector`: "
-                       "capacity checks need to know how many nodes the group has")
+            self.error(
+                SELECTOR_COUNT,
+                path,
+                "`nodeCount` is required when nodes are chosen by `nodeSelector`: "
+                "capacity checks need to know how many nodes the group has",
+            )
             ok = False
         if count is not None and count < len(nodes):
-            self.error(COUNT_BELOW_NODES, path + ("nodeCount",), f"nodeCount {count} is less than the "
-                       f"{len(nodes)} node{'s' if len(nodes) != 1 else ''} listed; set it to at least {len(nodes)} or remove it")
+            self.error(
+                COUNT_BELOW_NODES,
+                path + ("nodeCount",),
+                f"nodeCount {count} is less than the "
+                f"{len(nodes)} node{'s' if len(nodes) != 1 else ''} listed; set it to at least {len(nodes)} or remove it",
+            )
             ok = False
         seen: set[str] = set()
         for j, node in enumerate(nodes):
@@ -232,8 +274,12 @@ class _Builder:
                 self.error(NODE_TWICE, path + ("nodes", j), f'node "{node}" is listed twice in this pool')
                 ok = False
             elif node in node_owner:
-                self.error(NODE_IN_TWO_POOLS, path + ("nodes", j), f'node "{node}" is already in pool '
-                           f'"{node_owner[node]}"; a node can carry only one MIG and one device-plugin config')
+                self.error(
+                    NODE_IN_TWO_POOLS,
+                    path + ("nodes", j),
+                    f'node "{node}" is already in pool '
+                    f'"{node_owner[node]}"; a node can carry only one MIG and one device-plugin config',
+                )
                 ok = False
             seen.add(node)
             node_owner.setdefault(node, name)
@@ -257,16 +303,23 @@ class _Builder:
     @staticmethod
     def rollout(raw: dict) -> m.Rollout:
         base = m.Rollout()
-        return m.Rollout(raw.get("maxUnavailable", base.max_unavailable), raw.get("cordon", base.cordon),
-                         raw.get("nodeTimeoutSeconds", base.node_timeout_seconds))
+        return m.Rollout(
+            raw.get("maxUnavailable", base.max_unavailable),
+            raw.get("cordon", base.cordon),
+            raw.get("nodeTimeoutSeconds", base.node_timeout_seconds),
+        )
 
     def sharing(self, path: tuple, raw: dict, model, gpus_per_node: int, cluster: m.Cluster | None) -> m.Sharing | None:
         ok = self.usable(path)
         groups: tuple[m.MigGroup, ...] | None = ()
         if "mig" in raw and self.usable(path + ("mig",)):
             if cluster is not None and cluster.mig_strategy != "mixed":
-                self.error(MIG_NEEDS_MIXED, path + ("mig",), f'MIG pools need cluster.migStrategy "mixed" (it is '
-                           f'"{cluster.mig_strategy}"), so that each MIG profile is advertised as its own resource')
+                self.error(
+                    MIG_NEEDS_MIXED,
+                    path + ("mig",),
+                    f'MIG pools need cluster.migStrategy "mixed" (it is '
+                    f'"{cluster.mig_strategy}"), so that each MIG profile is advertised as its own resource',
+                )
                 ok = False
             if model is not None:
                 groups = self.mig(path + ("mig",), raw["mig"], model, gpus_per_node)
@@ -274,35 +327,51 @@ class _Builder:
         ts = raw.get("timeSlicing")
         mps = raw.get("mps")
         if ts is not None and mps is not None:
-            self.error(TS_AND_MPS, path + ("mps",), "a pool uses either timeSlicing or mps, not both; "
-                       "remove one of them")
+            self.error(
+                TS_AND_MPS, path + ("mps",), "a pool uses either timeSlicing or mps, not both; remove one of them"
+            )
             ok = False
         if mps is not None:
             if "mig" in raw:
-                self.error(MPS_WITH_MIG, path + ("mps",), "MPS cannot share MIG instances (the device plugin "
-                           "rejects it: \"sharing using MPS is not supported for MIG devices\"); use timeSlicing "
-                           "with MIG, or MPS on a pool without mig")
+                self.error(
+                    MPS_WITH_MIG,
+                    path + ("mps",),
+                    "MPS cannot share MIG instances (the device plugin "
+                    'rejects it: "sharing using MPS is not supported for MIG devices"); use timeSlicing '
+                    "with MIG, or MPS on a pool without mig",
+                )
                 ok = False
             elif cluster is not None and cluster.mig_strategy == "mixed":
-                self.error(MPS_UNDER_MIXED, path + ("mps",), 'MPS does not work with cluster.migStrategy "mixed": '
-                           "the GPU Operator passes the strategy to every device plugin, which then refuses MPS "
-                           "(\"using --mig-strategy=mixed is not supported with MPS\"); set cluster.migStrategy: "
-                           "none (only possible without MIG pools) or use timeSlicing")
+                self.error(
+                    MPS_UNDER_MIXED,
+                    path + ("mps",),
+                    'MPS does not work with cluster.migStrategy "mixed": '
+                    "the GPU Operator passes the strategy to every device plugin, which then refuses MPS "
+                    '("using --mig-strategy=mixed is not supported with MPS"); set cluster.migStrategy: '
+                    "none (only possible without MIG pools) or use timeSlicing",
+                )
                 ok = False
         if not ok:
             return None
         return m.Sharing(
             mig=groups or (),
-            time_slicing=m.TimeSlicing(ts["replicas"], ts.get("renameToShared", True),
-                                       ts.get("failRequestsGreaterThanOne", True)) if ts else None,
+            time_slicing=m.TimeSlicing(
+                ts["replicas"], ts.get("renameToShared", True), ts.get("failRequestsGreaterThanOne", True)
+            )
+            if ts
+            else None,
             mps=m.Mps(mps["replicas"], mps.get("renameToShared", True)) if mps else None,
         )
 
     def mig(self, path: tuple, raw: dict, model, gpus_per_node: int) -> tuple[m.MigGroup, ...] | None:
         forms = [k for k in ("layout", "preset", "perGpu") if k in raw]
         if len(forms) != 1:
-            self.error(MIG_FORM, path, "give exactly one of `layout` (profile: count), `preset` (e.g. "
-                       f"all-balanced) or `perGpu`; found {', '.join(forms) if forms else 'none'}")
+            self.error(
+                MIG_FORM,
+                path,
+                "give exactly one of `layout` (profile: count), `preset` (e.g. "
+                f"all-balanced) or `perGpu`; found {', '.join(forms) if forms else 'none'}",
+            )
             return None
         if "perGpu" not in raw:
             layout = self.mig_layout(path, raw, model)
@@ -314,12 +383,19 @@ class _Builder:
             epath = path + ("perGpu", k)
             for j, index in enumerate(entry["gpus"]):
                 if index >= gpus_per_node:
-                    self.error(GPU_INDEX_RANGE, epath + ("gpus", j), f"GPU index {index} does not exist on a "
-                               f"node with {gpus_per_node} GPU{'s' if gpus_per_node != 1 else ''}; valid indices are 0..{gpus_per_node - 1}")
+                    self.error(
+                        GPU_INDEX_RANGE,
+                        epath + ("gpus", j),
+                        f"GPU index {index} does not exist on a "
+                        f"node with {gpus_per_node} GPU{'s' if gpus_per_node != 1 else ''}; valid indices are 0..{gpus_per_node - 1}",
+                    )
                     ok = False
                 elif index in owner:
-                    self.error(GPU_INDEX_TWICE, epath + ("gpus", j), f"GPU {index} already has a layout "
-                               f"(perGpu[{owner[index]}]); each GPU index may appear once")
+                    self.error(
+                        GPU_INDEX_TWICE,
+                        epath + ("gpus", j),
+                        f"GPU {index} already has a layout (perGpu[{owner[index]}]); each GPU index may appear once",
+                    )
                     ok = False
                 owner.setdefault(index, k)
             if ("layout" in entry) == ("preset" in entry):
@@ -343,28 +419,45 @@ class _Builder:
             layout = resolve_preset(model, raw["preset"])
             if layout is None:
                 presets = list(model.presets)
-                self.error(UNKNOWN_PRESET, path + ("preset",), f'"{raw["preset"]}" is not an NVIDIA preset for '
-                           f'{model.name}{did_you_mean(raw["preset"], presets)}; presets: {one_of(presets, 30)}')
+                self.error(
+                    UNKNOWN_PRESET,
+                    path + ("preset",),
+                    f'"{raw["preset"]}" is not an NVIDIA preset for '
+                    f"{model.name}{did_you_mean(raw['preset'], presets)}; presets: {one_of(presets, 30)}",
+                )
             return layout
         layout = raw["layout"]
         ok = True
         for profile in layout:
             whole = compute_instance_split(profile)
             if whole is not None:
-                self.error(COMPUTE_INSTANCE, path + ("layout", profile), f'"{profile}" splits a GPU instance '
-                           "into compute instances, which the device plugin cannot advertise; use the "
-                           f'whole-instance profile "{whole}"', key=True)
+                self.error(
+                    COMPUTE_INSTANCE,
+                    path + ("layout", profile),
+                    f'"{profile}" splits a GPU instance '
+                    "into compute instances, which the device plugin cannot advertise; use the "
+                    f'whole-instance profile "{whole}"',
+                    key=True,
+                )
                 ok = False
             elif profile not in model.profiles:
-                self.error(UNKNOWN_PROFILE, path + ("layout", profile), f'"{profile}" is not a MIG profile of '
-                           f'{model.name}{did_you_mean(profile, model.profiles)}; valid profiles: '
-                           f"{one_of(model.profiles, 30)}", key=True)
+                self.error(
+                    UNKNOWN_PROFILE,
+                    path + ("layout", profile),
+                    f'"{profile}" is not a MIG profile of '
+                    f"{model.name}{did_you_mean(profile, model.profiles)}; valid profiles: "
+                    f"{one_of(model.profiles, 30)}",
+                    key=True,
+                )
                 ok = False
         if not ok:
             return None
         if not any(layout.values()):
-            self.error(ALL_ZERO, path + ("layout",), "every count is 0: give at least one instance, or remove "
-                       "mig to keep whole GPUs")
+            self.error(
+                ALL_ZERO,
+                path + ("layout",),
+                "every count is 0: give at least one instance, or remove mig to keep whole GPUs",
+            )
             return None
         fit = check_layout(model, layout)
         for warning in fit.warnings:
@@ -375,8 +468,9 @@ class _Builder:
         return {k: v for k, v in layout.items() if v}
 
     # -- tenants -----------------------------------------------------------------------------
-    def tenants(self, tiers: dict[str, m.Tier | None],
-                pools: dict[str, m.NodePool]) -> dict[str, tuple[m.Tenant, tuple]]:
+    def tenants(
+        self, tiers: dict[str, m.Tier | None], pools: dict[str, m.NodePool]
+    ) -> dict[str, tuple[m.Tenant, tuple]]:
         out: dict[str, tuple[m.Tenant | None, tuple]] = {}
         raw = self.data.get("tenants")
         if not isinstance(raw, list):
@@ -389,14 +483,21 @@ class _Builder:
             name = t["name"]
             if name in out:
                 first = self.loaded.source.value(out[name][1])
-                self.error(DUPLICATE_TENANT, path + ("name",), f'duplicate tenant "{name}" (first defined in '
-                           f"{first.file} line {first.line}); tenant names are namespace names and must be unique")
+                self.error(
+                    DUPLICATE_TENANT,
+                    path + ("name",),
+                    f'duplicate tenant "{name}" (first defined in '
+                    f"{first.file} line {first.line}); tenant names are namespace names and must be unique",
+                )
                 continue
             ok = True
             tier = tiers.get(t["tier"])
             if t["tier"] not in tiers:
-                self.error(UNKNOWN_TIER, path + ("tier",), f'unknown tier "{t["tier"]}"'
-                           f"{did_you_mean(t['tier'], tiers)}; defined tiers: {one_of(tiers)}")
+                self.error(
+                    UNKNOWN_TIER,
+                    path + ("tier",),
+                    f'unknown tier "{t["tier"]}"{did_you_mean(t["tier"], tiers)}; defined tiers: {one_of(tiers)}',
+                )
                 ok = False
             gpus = dict(t.get("gpus", {}))
             for resource in gpus:
@@ -411,23 +512,41 @@ class _Builder:
                     shared = [p for p in pools_for if p.sharing.software_shared]
                     if shared:
                         how = shared[0].sharing.kind
-                        fix = ("; set renameToShared: true on that pool so shared GPUs get their own resource name"
-                               if not shared[0].sharing.rename else "")
-                        self.error(DEDICATED_SHARED, rpath, f'tier "{tier.name}" requires dedicated GPUs, but '
-                                   f'{resource} is supplied by pool "{shared[0].name}" ({how}), so its pods could '
-                                   f"share a GPU with other tenants{fix}", key=True)
+                        fix = (
+                            "; set renameToShared: true on that pool so shared GPUs get their own resource name"
+                            if not shared[0].sharing.rename
+                            else ""
+                        )
+                        self.error(
+                            DEDICATED_SHARED,
+                            rpath,
+                            f'tier "{tier.name}" requires dedicated GPUs, but '
+                            f'{resource} is supplied by pool "{shared[0].name}" ({how}), so its pods could '
+                            f"share a GPU with other tenants{fix}",
+                            key=True,
+                        )
                         ok = False
             defaults = self.container_defaults(path, t.get("containerDefaults", {}))
             if defaults is None or not ok:
                 out[name] = (None, path)  # reserve the name for duplicate detection
                 continue
-            out[name] = (m.Tenant(
-                name=name, tier=t["tier"], gpus=gpus, compute={k: str(v) for k, v in t.get("compute", {}).items()},
-                container_defaults=defaults, owners=tuple(t.get("owners", ())), cost_center=t.get("costCenter"),
-                owner_role=t.get("ownerRole", "edit"),
-                labels=dict(t.get("labels", {})), offboarded=t.get("offboarded", False),
-                source_file=self.loaded.source.value(path).file, max_per_pod=dict(t.get("maxPerPod", {})),
-            ), path)
+            out[name] = (
+                m.Tenant(
+                    name=name,
+                    tier=t["tier"],
+                    gpus=gpus,
+                    compute={k: str(v) for k, v in t.get("compute", {}).items()},
+                    container_defaults=defaults,
+                    owners=tuple(t.get("owners", ())),
+                    cost_center=t.get("costCenter"),
+                    owner_role=t.get("ownerRole", "edit"),
+                    labels=dict(t.get("labels", {})),
+                    offboarded=t.get("offboarded", False),
+                    source_file=self.loaded.source.value(path).file,
+                    max_per_pod=dict(t.get("maxPerPod", {})),
+                ),
+                path,
+            )
         return {k: (v[0], v[1]) for k, v in out.items() if v[0] is not None}
 
     def container_defaults(self, path: tuple, raw: dict) -> m.ContainerDefaults | None:
@@ -446,9 +565,13 @@ class _Builder:
                 ok = False
                 continue
             if parsed["requests"] > parsed["limits"]:
-                self.error(REQUEST_ABOVE_LIMIT, path + ("containerDefaults",), f"default {key} request "
-                           f"{requests[key]} is above the default {key} limit {limits[key]}; a request must not "
-                           "exceed its limit")
+                self.error(
+                    REQUEST_ABOVE_LIMIT,
+                    path + ("containerDefaults",),
+                    f"default {key} request "
+                    f"{requests[key]} is above the default {key} limit {limits[key]}; a request must not "
+                    "exceed its limit",
+                )
                 ok = False
         return m.ContainerDefaults(requests, limits) if ok else None
 
@@ -469,12 +592,16 @@ def _unadvertised(resource: str, advertisers: dict[str, list[m.NodePool]]) -> st
         hint = f' (the device plugin writes "+" as ".": "{resource.replace("+", ".")}")'
     elif m.shared_name(resource) in advertisers:
         pool = advertisers[m.shared_name(resource)][0]
-        hint = (f' (pool "{pool.name}" shares its GPUs with renameToShared, so they are advertised as '
-                f'"{m.shared_name(resource)}")')
+        hint = (
+            f' (pool "{pool.name}" shares its GPUs with renameToShared, so they are advertised as '
+            f'"{m.shared_name(resource)}")'
+        )
     elif unshared != resource and unshared in advertisers:
         hint = f' (no pool renames it to .shared; request "{unshared}")'
-    return (f"no node pool advertises {resource}{hint}; under the cluster's MIG strategy and sharing renames "
-            f"the pools advertise: {one_of(names, 30)}")
+    return (
+        f"no node pool advertises {resource}{hint}; under the cluster's MIG strategy and sharing renames "
+        f"the pools advertise: {one_of(names, 30)}"
+    )
 
 
 def _known_name(gpu: str) -> str:

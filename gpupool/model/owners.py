@@ -6,6 +6,7 @@ An owner is written as one string:
 Groups are the default form because people are onboarded through their identity provider's groups.
 The explicit `group:` prefix is there for group names that themselves contain a colon.
 """
+
 from __future__ import annotations
 
 import re
@@ -39,27 +40,35 @@ def parse_owner(owner: str) -> Subject | str:
     lowered = owner.lower()
     if lowered.startswith(SYSTEM_PREFIX) or lowered.startswith(GROUP_PREFIX + SYSTEM_PREFIX):
         if lowered.startswith("system:serviceaccount:"):
-            rest = owner[len("system:serviceaccount:"):]
-            return (f"is a Kubernetes user name, and would be bound as a group that matches nobody; "
-                    f'write the service account as "serviceaccount:{rest}"')
-        return (f'is one of Kubernetes\' built-in "{SYSTEM_PREFIX}" identities (such as system:authenticated, '
-                "every signed-in user, or system:serviceaccounts, every service account); it would make far more "
-                "than a team owner of this namespace. Name the team's own group")
+            rest = owner[len("system:serviceaccount:") :]
+            return (
+                f"is a Kubernetes user name, and would be bound as a group that matches nobody; "
+                f'write the service account as "serviceaccount:{rest}"'
+            )
+        return (
+            f'is one of Kubernetes\' built-in "{SYSTEM_PREFIX}" identities (such as system:authenticated, '
+            "every signed-in user, or system:serviceaccounts, every service account); it would make far more "
+            "than a team owner of this namespace. Name the team's own group"
+        )
     if owner.startswith(SERVICE_ACCOUNT_PREFIX):
-        parts = owner[len(SERVICE_ACCOUNT_PREFIX):].split(":")
+        parts = owner[len(SERVICE_ACCOUNT_PREFIX) :].split(":")
         if len(parts) != 2:
             return 'names a service account as "serviceaccount:NAMESPACE:NAME" (two parts after the prefix)'
         namespace, name = parts
         if not _DNS_LABEL.match(namespace) or len(namespace) > 63:
-            return ("has a service-account namespace that is not a namespace name (lowercase letters, digits "
-                    "and '-', at most 63 characters)")
+            return (
+                "has a service-account namespace that is not a namespace name (lowercase letters, digits "
+                "and '-', at most 63 characters)"
+            )
         if not _DNS_SUBDOMAIN.match(name) or len(name) > 253:
-            return ("has a service-account name that Kubernetes would reject (lowercase letters, digits, '-' "
-                    "and '.', at most 253 characters)")
+            return (
+                "has a service-account name that Kubernetes would reject (lowercase letters, digits, '-' "
+                "and '.', at most 253 characters)"
+            )
         return Subject("ServiceAccount", name, namespace)
     if lowered.startswith(("serviceaccount:", "serviceaccounts:", "sa:", "service-account:")):
         return 'looks like a service account; write it as "serviceaccount:NAMESPACE:NAME" (lowercase prefix)'
-    name = owner[len(GROUP_PREFIX):] if owner.startswith(GROUP_PREFIX) else owner
+    name = owner[len(GROUP_PREFIX) :] if owner.startswith(GROUP_PREFIX) else owner
     if not name.strip() or name != name.strip():
         return "is not a group name: it is empty or has leading or trailing spaces"
     return Subject("Group", name)

@@ -2,6 +2,7 @@
 
 Defaults live here (one place), so every later layer (checks, manifests, plan) sees a complete model.
 """
+
 from __future__ import annotations
 
 import math
@@ -166,8 +167,9 @@ class NodePool:
     def resources_per_node(self) -> dict[str, int]:
         """What one node advertises to the scheduler: names after renames, counts times replicas."""
         replicas = self.sharing.replicas
-        return {self.advertised_name(name): count * replicas
-                for name, count in self.physical_resources_per_node().items()}
+        return {
+            self.advertised_name(name): count * replicas for name, count in self.physical_resources_per_node().items()
+        }
 
     def capacity(self) -> dict[str, int]:
         return {name: count * self.node_count for name, count in self.resources_per_node().items()}

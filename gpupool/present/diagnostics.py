@@ -3,6 +3,7 @@
 Every format carries the rule id. `Checked` is one validated spec: its label, its diagnostics (sorted) and
 the counts shown in its summary line.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,16 +38,37 @@ def _message(d: Diagnostic) -> str:
 
 
 def as_json(checked: Sequence[Checked]) -> str:
-    return json.dumps({
-        "schemaVersion": JSON_SCHEMA_VERSION,
-        "ok": all(c.ok for c in checked),
-        "specs": [{
-            "path": c.path, "ok": c.ok, "errors": c.errors, "warnings": c.warnings,
-            "diagnostics": [{"rule": d.rule, "severity": d.severity, "file": d.location.file,
-                             "line": d.location.line, "column": d.location.column, "path": d.path,
-                             "message": d.message} for d in c.diagnostics],
-        } for c in checked],
-    }, indent=2) + "\n"
+    return (
+        json.dumps(
+            {
+                "schemaVersion": JSON_SCHEMA_VERSION,
+                "ok": all(c.ok for c in checked),
+                "specs": [
+                    {
+                        "path": c.path,
+                        "ok": c.ok,
+                        "errors": c.errors,
+                        "warnings": c.warnings,
+                        "diagnostics": [
+                            {
+                                "rule": d.rule,
+                                "severity": d.severity,
+                                "file": d.location.file,
+                                "line": d.location.line,
+                                "column": d.location.column,
+                                "path": d.path,
+                                "message": d.message,
+                            }
+                            for d in c.diagnostics
+                        ],
+                    }
+                    for c in checked
+                ],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 def _escape_data(text: str) -> str:
@@ -64,9 +86,15 @@ def as_github(checked: Sequence[Checked]) -> str:
     lines = []
     for c in checked:
         for d in c.diagnostics:
-            props = ",".join(f"{k}={_escape_property(str(v))}" for k, v in (
-                ("file", d.location.file), ("line", d.location.line), ("col", d.location.column),
-                ("title", d.rule)))
+            props = ",".join(
+                f"{k}={_escape_property(str(v))}"
+                for k, v in (
+                    ("file", d.location.file),
+                    ("line", d.location.line),
+                    ("col", d.location.column),
+                    ("title", d.rule),
+                )
+            )
             lines.append(f"::{'error' if d.is_error else 'warning'} {props}::{_escape_data(_message(d))}")
     return "".join(line + "\n" for line in lines)
 
@@ -84,8 +112,7 @@ def as_sarif(checked: Sequence[Checked], version: str) -> str:
     rules = []
     for rule_id in ids:
         r = RULES[rule_id]
-        entry = {"id": rule_id, "shortDescription": {"text": r.title},
-                 "helpUri": help_uri(rule_id)}
+        entry = {"id": rule_id, "shortDescription": {"text": r.title}, "helpUri": help_uri(rule_id)}
         why = parse(r.doc).why
         if why:
             entry["fullDescription"] = {"text": why}
@@ -93,15 +120,31 @@ def as_sarif(checked: Sequence[Checked], version: str) -> str:
     results = []
     for c in checked:
         for d in c.diagnostics:
-            result: dict[str, object] = {"ruleId": d.rule, "level": "error" if d.is_error else "warning",
-                      "message": {"text": _message(d)},
-                      "locations": [{"physicalLocation": {
-                          "artifactLocation": {"uri": quote(d.location.file.replace("\\", "/"))},
-                          "region": {"startLine": d.location.line, "startColumn": d.location.column}}}]}
+            result: dict[str, object] = {
+                "ruleId": d.rule,
+                "level": "error" if d.is_error else "warning",
+                "message": {"text": _message(d)},
+                "locations": [
+                    {
+                        "physicalLocation": {
+                            "artifactLocation": {"uri": quote(d.location.file.replace("\\", "/"))},
+                            "region": {"startLine": d.location.line, "startColumn": d.location.column},
+                        }
+                    }
+                ],
+            }
             if d.rule in index:
                 result["ruleIndex"] = index[d.rule]
             results.append(result)
-    log = {"$schema": SARIF_SCHEMA, "version": "2.1.0",
-           "runs": [{"tool": {"driver": {"name": "gpupool", "version": version, "rules": rules}},
-                     "columnKind": "unicodeCodePoints", "results": results}]}
+    log = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {"driver": {"name": "gpupool", "version": version, "rules": rules}},
+                "columnKind": "unicodeCodePoints",
+                "results": results,
+            }
+        ],
+    }
     return json.dumps(log, indent=2) + "\n"

@@ -5,6 +5,7 @@ errors, then the details in collapsed sections; when the whole would exceed GitH
 details are cut, item by item, with a count of what was cut. `format_markdown(..., limit=None)` gives the
 full, uncut comment (written with `--full-output`).
 """
+
 from __future__ import annotations
 
 import json
@@ -29,6 +30,7 @@ JSON_SCHEMA_VERSION = 2
 
 # -- sentences shared by text and markdown --------------------------------------------------------
 
+
 def _value(v) -> str:
     if v is None:
         return "(none)"
@@ -39,8 +41,12 @@ def _value(v) -> str:
 
 
 def _quota_text(t) -> str:
-    return ", ".join(f"{q.resource} {q.before} → {q.after} ({signed(q.delta)})" if t.kind == "changed"
-                     else f"{q.resource} {q.after if t.kind == 'added' else q.before}" for q in t.quotas)
+    return ", ".join(
+        f"{q.resource} {q.before} → {q.after} ({signed(q.delta)})"
+        if t.kind == "changed"
+        else f"{q.resource} {q.after if t.kind == 'added' else q.before}"
+        for q in t.quotas
+    )
 
 
 def _tenant_lines(d) -> list[tuple[str, str]]:
@@ -56,15 +62,28 @@ def _tenant_lines(d) -> list[tuple[str, str]]:
         elif t.kind == "removed":
             kept = ""
             if t.retained_objects and not t.deleted_objects:
-                kept = (" Its quotas, limit range and role binding are retained too, frozen as last applied"
-                        + (f" (still admitting {_quota_text(t)}, which no longer counts against capacity)"
-                           if t.quotas else "") + ".")
+                kept = (
+                    " Its quotas, limit range and role binding are retained too, frozen as last applied"
+                    + (
+                        f" (still admitting {_quota_text(t)}, which no longer counts against capacity)"
+                        if t.quotas
+                        else ""
+                    )
+                    + "."
+                )
             elif t.deleted_objects:
-                kept = (f" Pulumi deletes its other objects ({', '.join(t.deleted_objects)}), so nothing limits "
-                        "its GPU use.")
-            out.append(("⚠", f"{t.name} removed without being offboarded: namespace {t.name} is RETAINED (not "
-                             f"deleted) and is no longer managed by gpupool.{kept} To delete it, mark the tenant "
-                             "`offboarded: true` first, apply, then remove it"))
+                kept = (
+                    f" Pulumi deletes its other objects ({', '.join(t.deleted_objects)}), so nothing limits "
+                    "its GPU use."
+                )
+            out.append(
+                (
+                    "⚠",
+                    f"{t.name} removed without being offboarded: namespace {t.name} is RETAINED (not "
+                    f"deleted) and is no longer managed by gpupool.{kept} To delete it, mark the tenant "
+                    "`offboarded: true` first, apply, then remove it",
+                )
+            )
         else:
             parts = ([_quota_text(t)] if t.quotas else []) + list(t.details)
             out.append(("~", f"{t.name}: " + "; ".join(parts)))
@@ -95,25 +114,35 @@ def _mig_lines(d) -> list[str]:
         else:
             sel = ", ".join(f"{k}={v}" for k, v in c.node_selector.items())
             where = f"every node matching {sel} ({c.node_count} expected)"
-        what = {"changed": f"{c.layout_before} → {c.layout_after}",
-                "added": f"new MIG pool: {c.layout_after}",
-                "nodes-added": f"nodes join the pool: {c.layout_after}"}[c.kind]
+        what = {
+            "changed": f"{c.layout_before} → {c.layout_after}",
+            "added": f"new MIG pool: {c.layout_after}",
+            "nodes-added": f"nodes join the pool: {c.layout_after}",
+        }[c.kind]
         cfg = f"mig.config {c.config_before or '(none)'} → {c.config_after}"
         reboot = "; nodes REBOOT (migRebootOnReconfigure)" if c.reboot else ""
-        out.append(f"{EVICTS} on {where} (pool {c.pool}): MIG Manager re-partitions the GPUs ({what}; {cfg}) "
-                   f"and evicts every GPU workload there first{reboot}")
+        out.append(
+            f"{EVICTS} on {where} (pool {c.pool}): MIG Manager re-partitions the GPUs ({what}; {cfg}) "
+            f"and evicts every GPU workload there first{reboot}"
+        )
         if c.waves:
             cordon = "cordoned, " if c.cordon else ""
-            out.append(f"  rollout: {c.at_once} node{'s' if c.at_once != 1 else ''} unavailable at once "
-                       f"({cordon}each waits for nvidia.com/mig.config.state=success, at most "
-                       f"{c.node_timeout_seconds}s; a failed node stops the rollout): "
-                       + " → ".join(", ".join(w) for w in c.waves))
+            out.append(
+                f"  rollout: {c.at_once} node{'s' if c.at_once != 1 else ''} unavailable at once "
+                f"({cordon}each waits for nvidia.com/mig.config.state=success, at most "
+                f"{c.node_timeout_seconds}s; a failed node stops the rollout): "
+                + " → ".join(", ".join(w) for w in c.waves)
+            )
         if c.new_nodes:
-            out.append(f"  new node{'s' if len(c.new_nodes) != 1 else ''} {', '.join(c.new_nodes)}: labelled at once, "
-                       "no wait (no workloads yet)")
+            out.append(
+                f"  new node{'s' if len(c.new_nodes) != 1 else ''} {', '.join(c.new_nodes)}: labelled at once, "
+                "no wait (no workloads yet)"
+            )
         if not c.nodes:
-            out.append("  rollout: gpupool cannot name these nodes; the node-group tooling must roll them "
-                       "(cordon, relabel, wait for success, uncordon; see README)")
+            out.append(
+                "  rollout: gpupool cannot name these nodes; the node-group tooling must roll them "
+                "(cordon, relabel, wait for success, uncordon; see README)"
+            )
     return out
 
 
@@ -129,16 +158,31 @@ def _plugin_lines(d) -> list[tuple[str, str]]:
                 rep = "settings changed"
             out.append(("~", f"key {c.key}: {rep} (pools: {', '.join(c.pools_after) or '-'})"))
         elif c.kind == "added":
-            out.append(("+", f"key {c.key}: {c.sharing_after} replicas {c.replicas_after} "
-                             f"(pools: {', '.join(c.pools_after) or '-'})"))
+            out.append(
+                (
+                    "+",
+                    f"key {c.key}: {c.sharing_after} replicas {c.replicas_after} "
+                    f"(pools: {', '.join(c.pools_after) or '-'})",
+                )
+            )
         else:
-            out.append(("-", f"key {c.key}: was {c.sharing_before} replicas {c.replicas_before} "
-                             f"(pools: {', '.join(c.pools_before) or '-'})"))
+            out.append(
+                (
+                    "-",
+                    f"key {c.key}: was {c.sharing_before} replicas {c.replicas_before} "
+                    f"(pools: {', '.join(c.pools_before) or '-'})",
+                )
+            )
     for pool, kb, ka in d.pool_plugin_keys:
         out.append(("~", f"pool {pool}: nvidia.com/device-plugin.config {kb} → {ka}"))
     if out:
-        out.append(("!", "the device plugin and GFD restart on every GPU node (config hash); running pods keep "
-                         "their GPUs, advertised capacity changes"))
+        out.append(
+            (
+                "!",
+                "the device plugin and GFD restart on every GPU node (config hash); running pods keep "
+                "their GPUs, advertised capacity changes",
+            )
+        )
     return out
 
 
@@ -154,8 +198,11 @@ def _object_lines(d, md: bool = False) -> list[tuple[str, str]]:
             note = " — retained in the cluster (retainOnDelete), no longer managed" if o.retained else ""
             out.append(("-", f"{code(o.file)} ({what}){note}"))
         else:
-            shown = [f"{code(f.path)}: {code(_value(f.before)) if md else _value(f.before)} → "
-                     f"{code(_value(f.after)) if md else _value(f.after)}" for f in o.fields[:MAX_FIELDS]]
+            shown = [
+                f"{code(f.path)}: {code(_value(f.before)) if md else _value(f.before)} → "
+                f"{code(_value(f.after)) if md else _value(f.after)}"
+                for f in o.fields[:MAX_FIELDS]
+            ]
             more = len(o.fields) - MAX_FIELDS
             if more > 0:
                 shown.append(f"… {more} more")
@@ -166,14 +213,20 @@ def _object_lines(d, md: bool = False) -> list[tuple[str, str]]:
 def _headroom_rows(d) -> list[list[str]]:
     def n(v):
         return "-" if v is None else str(v)
+
     rows = []
     for h in d.headroom:
         if not h.changed:
             continue
         flag = " ⚠" if h.headroom_after is not None and h.headroom_after < 0 else ""
-        rows.append([h.resource, f"{n(h.capacity_before)} → {n(h.capacity_after)}",
-                     f"{n(h.granted_before)} → {n(h.granted_after)}",
-                     f"{n(h.headroom_before)} → {n(h.headroom_after)}{flag}"])
+        rows.append(
+            [
+                h.resource,
+                f"{n(h.capacity_before)} → {n(h.capacity_after)}",
+                f"{n(h.granted_before)} → {n(h.granted_after)}",
+                f"{n(h.headroom_before)} → {n(h.headroom_after)}{flag}",
+            ]
+        )
     return rows
 
 
@@ -185,16 +238,17 @@ def summary_line(d) -> str:
     """`2 tenants to onboard, 1 to change, 0 to offboard, 0 to remove · 14 objects to add, ...` (terraform's
     "Plan: X to add, Y to change, Z to destroy"), with what the reviewer must not miss."""
     s = d.summary()
-    parts = [f"{_plural(s['tenantsOnboarded'], 'tenant')} to onboard, {s['tenantsChanged']} to change, "
-             f"{s['tenantsOffboarded']} to offboard, {s['tenantsRemoved']} to remove"
-             + (f" ({s['tenantsUnknown']} not compared: invalid or unreadable)" if s["tenantsUnknown"] else ""),
-             f"{_plural(s['objectsToAdd'], 'object')} to add, {s['objectsToChange']} to change, "
-             f"{s['objectsToDelete']} to delete" + (f", {s['objectsToRetain']} to retain" if s["objectsToRetain"]
-                                                     else ""),
-             f"{_plural(s['poolsRelaidOut'], 'pool')} re-laid out"
-             + (" (evicting GPU workloads)" if s["poolsRelaidOut"] else ""),
-             f"headroom changes on {_plural(s['headroomChanges'], 'resource')}"
-             + (f" ({s['negativeHeadroom']} NEGATIVE)" if s["negativeHeadroom"] else "")]
+    parts = [
+        f"{_plural(s['tenantsOnboarded'], 'tenant')} to onboard, {s['tenantsChanged']} to change, "
+        f"{s['tenantsOffboarded']} to offboard, {s['tenantsRemoved']} to remove"
+        + (f" ({s['tenantsUnknown']} not compared: invalid or unreadable)" if s["tenantsUnknown"] else ""),
+        f"{_plural(s['objectsToAdd'], 'object')} to add, {s['objectsToChange']} to change, "
+        f"{s['objectsToDelete']} to delete" + (f", {s['objectsToRetain']} to retain" if s["objectsToRetain"] else ""),
+        f"{_plural(s['poolsRelaidOut'], 'pool')} re-laid out"
+        + (" (evicting GPU workloads)" if s["poolsRelaidOut"] else ""),
+        f"headroom changes on {_plural(s['headroomChanges'], 'resource')}"
+        + (f" ({s['negativeHeadroom']} NEGATIVE)" if s["negativeHeadroom"] else ""),
+    ]
     return " · ".join(parts)
 
 
@@ -211,20 +265,28 @@ def _context_lines(base: Side, head: Side, d) -> list[str]:
     out = []
     if not d.comparable:
         which = [s for s in (base, head) if s.exists and s.spec is None]
-        out.append("Nothing was compared: " + " and ".join(f"{s.name} ({s.label})" for s in which)
-                   + " could not be read far enough to build a model; fix the errors first.")
+        out.append(
+            "Nothing was compared: "
+            + " and ".join(f"{s.name} ({s.label})" for s in which)
+            + " could not be read far enough to build a model; fix the errors first."
+        )
     elif not head.valid:
-        out.append("The changes below are only what the valid parts of both sides support: anything HEAD could "
-                   "not read is compared as BASE has it (a tenant counts with its BASE quota).")
+        out.append(
+            "The changes below are only what the valid parts of both sides support: anything HEAD could "
+            "not read is compared as BASE has it (a tenant counts with its BASE quota)."
+        )
     if not base.exists:
         out.append(f"BASE {base.label}: everything in HEAD is new.")
     elif not base.valid:
-        out.append(f"BASE {base.label} is invalid ({_plural(base.errors, 'error')}); its unreadable parts are "
-                   "compared as HEAD has them.")
+        out.append(
+            f"BASE {base.label} is invalid ({_plural(base.errors, 'error')}); its unreadable parts are "
+            "compared as HEAD has them."
+        )
     return out
 
 
 # -- text ------------------------------------------------------------------------------------------
+
 
 def _slice_maps(c) -> list[str]:
     """Before/after slice maps, one per MIG group (the GPUs of a group share one layout)."""
@@ -232,8 +294,10 @@ def _slice_maps(c) -> list[str]:
     from gpupool.present.mig import slice_map
 
     out = []
-    for title, model_name, groups in (("before", c.gpu_model_before, c.groups_before),
-                                      ("after", c.gpu_model, c.groups_after)):
+    for title, model_name, groups in (
+        ("before", c.gpu_model_before, c.groups_before),
+        ("after", c.gpu_model, c.groups_after),
+    ):
         model = catalog().resolve(model_name) if model_name else None
         if not groups or model is None:
             out.append(f"{title}: MIG disabled (whole GPUs)")
@@ -247,8 +311,12 @@ def _slice_maps(c) -> list[str]:
 
 
 def format_text(base: Side, head: Side, d, ok: bool) -> str:
-    lines = [f"gpupool diff: {base.label} → {head.label}", _verdict(base, head, d, ok),
-             "Plan: " + summary_line(d), *_context_lines(base, head, d)]
+    lines = [
+        f"gpupool diff: {base.label} → {head.label}",
+        _verdict(base, head, d, ok),
+        "Plan: " + summary_line(d),
+        *_context_lines(base, head, d),
+    ]
     # The errors themselves are the FILE:LINE:COL lines on stderr (as `gpupool validate` prints them).
     for side in (head, base):
         if side.exists and not side.valid:
@@ -258,13 +326,15 @@ def format_text(base: Side, head: Side, d, ok: bool) -> str:
     def section(title, body):
         if body:
             lines.extend([title, *[f"  {b}" for b in body], ""])
+
     section("Not compared", _unknown_lines(d))
     section("Tenants", [f"{m} {s}" for m, s in _tenant_lines(d)])
     rows = _headroom_rows(d)
     if rows:
         lines.append("Headroom (policy-allowed minus granted), before → after")
-        lines.extend("  " + line for line in text_table(["RESOURCE", "CAPACITY", "GRANTED", "HEADROOM"],
-                                                       rows).splitlines())
+        lines.extend(
+            "  " + line for line in text_table(["RESOURCE", "CAPACITY", "GRANTED", "HEADROOM"], rows).splitlines()
+        )
         lines.append("")
     section("MIG layout changes", _mig_lines(d))
     for c in d.mig:
@@ -284,6 +354,7 @@ def _config_title(c) -> str:
 
 
 # -- markdown --------------------------------------------------------------------------------------
+
 
 def _code(text: str) -> str:
     """Inline code that no content can break out of (backticks in it get a longer fence)."""
@@ -305,8 +376,15 @@ _MD_MARK = {"+": "**added**", "-": "**removed**", "~": "**changed**", "⚠": "�
 
 def _md_escape(text: str) -> str:
     """Text from specs is shown as text: no HTML, no links, no mentions, no table breaks."""
-    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
-            .replace("@", "@\u200b").replace("[", "\\[").replace("]", "\\]"))
+    return (
+        text.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("|", "\\|")
+        .replace("@", "@\u200b")
+        .replace("[", "\\[")
+        .replace("]", "\\]")
+    )
 
 
 # Grey bars = before, blue bars = after, one pair per resource, and a red zero line when a value is negative.
@@ -337,14 +415,16 @@ def mermaid_headroom(d) -> str | None:
 
     def nums(xs):
         return ", ".join(map(str, xs))
-    return (f"%%{{init: {init}}}%%\n"
-            "xychart-beta horizontal\n"
-            f"    title {json.dumps(title)}\n"
-            f"    x-axis [{', '.join(json.dumps(x) for x in labels)}]\n"
-            f'    y-axis "headroom" {lo} --> {hi + pad}\n'
-            f"    bar [{nums(series_b)}]\n"
-            f"    bar [{nums(series_a)}]\n"
-            + (f"    line [{nums([0] * len(labels))}]\n" if zero else ""))
+
+    return (
+        f"%%{{init: {init}}}%%\n"
+        "xychart-beta horizontal\n"
+        f"    title {json.dumps(title)}\n"
+        f"    x-axis [{', '.join(json.dumps(x) for x in labels)}]\n"
+        f'    y-axis "headroom" {lo} --> {hi + pad}\n'
+        f"    bar [{nums(series_b)}]\n"
+        f"    bar [{nums(series_a)}]\n" + (f"    line [{nums([0] * len(labels))}]\n" if zero else "")
+    )
 
 
 @dataclass
@@ -374,39 +454,73 @@ def _sections(base: Side, head: Side, d, preview: str | None) -> list[_Section]:
     if tl:
         rows = [f"| {m} | {_md_escape(s)} |" for m, s in tl]
         s = d.summary()
-        out.append(_Section("tenant changes", f"Tenants: {s['tenantsOnboarded']} onboarded, {s['tenantsChanged']} "
-                            f"changed, {s['tenantsOffboarded']} offboarded, {s['tenantsRemoved']} removed", rows,
-                            head="|  | TENANT CHANGE |\n|---|---|\n", open=len(rows) <= 20))
+        out.append(
+            _Section(
+                "tenant changes",
+                f"Tenants: {s['tenantsOnboarded']} onboarded, {s['tenantsChanged']} "
+                f"changed, {s['tenantsOffboarded']} offboarded, {s['tenantsRemoved']} removed",
+                rows,
+                head="|  | TENANT CHANGE |\n|---|---|\n",
+                open=len(rows) <= 20,
+            )
+        )
     cells = _headroom_rows(d)
     if cells:
         table = md_table(["RESOURCE", "CAPACITY", "GRANTED", "HEADROOM"], cells, (1, 2, 3))
         chart = mermaid_headroom(d)
         items = table.rstrip("\n").split("\n")
         head_, rows_ = "\n".join(items[:2]) + "\n", items[2:]
-        out.append(_Section("resources", f"Headroom (policy-allowed minus granted): {_plural(len(cells), 'resource')}"
-                            " change", rows_, head=head_, tail=("\n" + _fenced(chart, "mermaid")) if chart else "",
-                            open=len(cells) <= 20))
+        out.append(
+            _Section(
+                "resources",
+                f"Headroom (policy-allowed minus granted): {_plural(len(cells), 'resource')} change",
+                rows_,
+                head=head_,
+                tail=("\n" + _fenced(chart, "mermaid")) if chart else "",
+                open=len(cells) <= 20,
+            )
+        )
     if d.mig:
         items = [f"- **{s}**" for s in _mig_lines(d)]
-        items += [f"**pool {_md_escape(c.pool)}**, MIG slices per GPU (which profile holds which memory slices):\n\n"
-                  + _fenced("\n".join(_slice_maps(c))) for c in d.mig]
-        out.append(_Section("MIG items", f"MIG layout changes: {_plural(len(d.mig), 'pool')} re-laid out", items,
-                            sep="\n\n", open=True))
+        items += [
+            f"**pool {_md_escape(c.pool)}**, MIG slices per GPU (which profile holds which memory slices):\n\n"
+            + _fenced("\n".join(_slice_maps(c)))
+            for c in d.mig
+        ]
+        out.append(
+            _Section(
+                "MIG items",
+                f"MIG layout changes: {_plural(len(d.mig), 'pool')} re-laid out",
+                items,
+                sep="\n\n",
+                open=True,
+            )
+        )
     pl = _plugin_lines(d)
     if pl or d.configs:
         items = [f"- {_MD_MARK.get(m, m)} {_md_escape(t)}" for m, t in pl]
         items += [f"{_md_escape(_config_title(c))}\n\n" + _fenced(c.unified, "diff") for c in d.configs]
-        out.append(_Section("config items", f"Config changes: {_plural(len(d.configs), 'config entry')} "
-                            "(MIG Manager, device plugin)", items, sep="\n\n"))
+        out.append(
+            _Section(
+                "config items",
+                f"Config changes: {_plural(len(d.configs), 'config entry')} (MIG Manager, device plugin)",
+                items,
+                sep="\n\n",
+            )
+        )
     ol = _object_lines(d, md=True)
     if ol:
-        out.append(_Section("objects", f"Rendered objects: {_plural(len(ol), 'object')} change",
-                            [f"- {_MD_MARK.get(m, m)} {t}" for m, t in ol]))
+        out.append(
+            _Section(
+                "objects",
+                f"Rendered objects: {_plural(len(ol), 'object')} change",
+                [f"- {_MD_MARK.get(m, m)} {t}" for m, t in ol],
+            )
+        )
     if preview is not None:
         lines = preview.rstrip("\n").split("\n")
         fence = "`" * (max((len(r) for r in re.findall(r"`{3,}", preview)), default=2) + 1)
-        out.append(_Section("preview lines", "pulumi preview --diff", lines, head=f"{fence}diff\n",
-                            tail=f"{fence}\n"))
+        out.append(_Section("preview lines", "pulumi preview --diff", lines, head=f"{fence}diff\n", tail=f"{fence}\n"))
     return out
 
 
@@ -425,12 +539,13 @@ def _fixed_parts(base: Side, head: Side, d, ok: bool, errors_shown: int | None) 
         if more:
             body += f"\n✂ {_plural(more, 'more error')}: see the full diff or run `gpupool validate`.\n"
         if side is head:
-            boxes.append("> [!CAUTION]\n> **HEAD is invalid: this change cannot be applied** until these "
-                         f"{_plural(len(errs), 'error')} are fixed (shown as annotations on the changed "
-                         "lines in CI).\n\n" + body)
+            boxes.append(
+                "> [!CAUTION]\n> **HEAD is invalid: this change cannot be applied** until these "
+                f"{_plural(len(errs), 'error')} are fixed (shown as annotations on the changed "
+                "lines in CI).\n\n" + body
+            )
         else:
-            boxes.append(f"BASE has {_plural(len(errs), 'error')} (compared with the parts that validated):\n\n"
-                         + body)
+            boxes.append(f"BASE has {_plural(len(errs), 'error')} (compared with the parts that validated):\n\n" + body)
     out.extend(boxes)
     context = _context_lines(base, head, d)
     if context:
@@ -449,15 +564,26 @@ def _fixed_parts(base: Side, head: Side, d, ok: bool, errors_shown: int | None) 
     return out
 
 
-def format_markdown(base: Side, head: Side, d, ok: bool, *, limit: int | None = GITHUB_COMMENT_LIMIT,
-                    preview: str | None = None, full_output: str | None = None) -> str:
+def format_markdown(
+    base: Side,
+    head: Side,
+    d,
+    ok: bool,
+    *,
+    limit: int | None = GITHUB_COMMENT_LIMIT,
+    preview: str | None = None,
+    full_output: str | None = None,
+) -> str:
     """The pull-request comment; `limit` (characters) cuts details to fit, None keeps everything."""
     fixed = _fixed_parts(base, head, d, ok, None if limit is None else MAX_ERRORS_SHOWN)
     sections = _sections(base, head, d, preview)
     if limit is None:
         return "\n".join(fixed + [s.render(s.items) for s in sections])
-    where = (f"the full diff is in {_code(full_output)} (uploaded as a workflow artifact)" if full_output
-             else "run `gpupool diff` with `--full-output FILE` for the full diff")
+    where = (
+        f"the full diff is in {_code(full_output)} (uploaded as a workflow artifact)"
+        if full_output
+        else "run `gpupool diff` with `--full-output FILE` for the full diff"
+    )
     note_reserve = 400 + len(where)
     budget = limit - 1 - note_reserve - sum(len(p) + 1 for p in fixed)
     rendered = []
@@ -478,12 +604,14 @@ def format_markdown(base: Side, head: Side, d, ok: bool, *, limit: int | None = 
     parts = fixed + rendered
     if cut:
         counts = ", ".join(f"{n} {key}" for key, n in cut)
-        parts.append(f"✂ **Cut to fit GitHub's {GITHUB_COMMENT_LIMIT:,}-character comment limit:** {counts}; "
-                     f"{where}.\n")
+        parts.append(
+            f"✂ **Cut to fit GitHub's {GITHUB_COMMENT_LIMIT:,}-character comment limit:** {counts}; {where}.\n"
+        )
     return "\n".join(parts)
 
 
 # -- json ------------------------------------------------------------------------------------------
+
 
 def _camel(key: str) -> str:
     head, *rest = key.split("_")
@@ -500,30 +628,50 @@ def _camelize(value):
 
 def diagnostic_json(d, prefix: str = "") -> dict:
     loc = d.location
-    return {"severity": d.severity, "rule": d.rule or None, "file": prefix + loc.file, "line": loc.line,
-            "column": loc.column, "path": d.path, "message": d.message}
+    return {
+        "severity": d.severity,
+        "rule": d.rule or None,
+        "file": prefix + loc.file,
+        "line": loc.line,
+        "column": loc.column,
+        "path": d.path,
+        "message": d.message,
+    }
 
 
 def format_json(base: Side, head: Side, d, ok: bool) -> str:
     def side(s: Side) -> dict:
-        return {"label": s.label, "exists": s.exists, "valid": s.valid, "partial": s.partial,
-                "diagnostics": [diagnostic_json(x, s.prefix) for x in s.diagnostics]}
+        return {
+            "label": s.label,
+            "exists": s.exists,
+            "valid": s.valid,
+            "partial": s.partial,
+            "diagnostics": [diagnostic_json(x, s.prefix) for x in s.diagnostics],
+        }
+
     mig = []
     for c in d.mig:
         row = asdict(c)
         for k in ("groups_before", "groups_after"):
             row[k] = [{"gpus": list(g), "layout": dict(layout)} for g, layout in row[k]]
         mig.append(row)
-    doc = {"schemaVersion": JSON_SCHEMA_VERSION, "ok": ok, "comparable": d.comparable, "empty": d.empty,
-           "summary": d.summary(), "base": side(base), "head": side(head),
-           "unknown": [asdict(u) for u in d.unknown],
-           "tenants": [asdict(t) for t in d.tenants],
-           "headroom": [asdict(h) for h in d.headroom],
-           "mig": mig,
-           "devicePlugin": [asdict(c) for c in d.plugin],
-           "poolPluginKeys": [{"pool": p, "before": b, "after": a} for p, b, a in d.pool_plugin_keys],
-           "configs": [asdict(c) for c in d.configs],
-           "objects": [asdict(o) for o in d.objects]}
+    doc = {
+        "schemaVersion": JSON_SCHEMA_VERSION,
+        "ok": ok,
+        "comparable": d.comparable,
+        "empty": d.empty,
+        "summary": d.summary(),
+        "base": side(base),
+        "head": side(head),
+        "unknown": [asdict(u) for u in d.unknown],
+        "tenants": [asdict(t) for t in d.tenants],
+        "headroom": [asdict(h) for h in d.headroom],
+        "mig": mig,
+        "devicePlugin": [asdict(c) for c in d.plugin],
+        "poolPluginKeys": [{"pool": p, "before": b, "after": a} for p, b, a in d.pool_plugin_keys],
+        "configs": [asdict(c) for c in d.configs],
+        "objects": [asdict(o) for o in d.objects],
+    }
     return json.dumps(_camelize(doc), indent=2, ensure_ascii=False, default=str) + "\n"
 
 

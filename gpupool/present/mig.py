@@ -1,4 +1,5 @@
 """How MIG geometry is drawn for people."""
+
 from __future__ import annotations
 
 

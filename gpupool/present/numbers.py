@@ -1,4 +1,5 @@
 """How numbers are shown to people: device counts, GPU-equivalents, shares, money, signed deltas."""
+
 from __future__ import annotations
 
 from fractions import Fraction

@@ -1,4 +1,5 @@
 """`gpupool plan` output: table (terminals), markdown (PR comments), json (docs/plan-json.md), csv (chargeback)."""
+
 from __future__ import annotations
 
 import csv
@@ -15,38 +16,103 @@ def sections(plan) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...
     from gpupool.analysis.plan import HOURS_PER_MONTH
 
     out: list[tuple[str, list[str], list[list[str]], tuple[int, ...]]] = []
-    out.append(("Pools", ["POOL", "GPU", "NODES", "GPUS", "SHARING", "PRICE/GPU-H"],
-                [[p.name, p.gpu_model, str(p.nodes), str(p.gpus), p.sharing,
-                  money(p.price) if p.price is not None else "unpriced"] for p in plan.pools], (2, 3, 5)))
+    out.append(
+        (
+            "Pools",
+            ["POOL", "GPU", "NODES", "GPUS", "SHARING", "PRICE/GPU-H"],
+            [
+                [
+                    p.name,
+                    p.gpu_model,
+                    str(p.nodes),
+                    str(p.gpus),
+                    p.sharing,
+                    money(p.price) if p.price is not None else "unpriced",
+                ]
+                for p in plan.pools
+            ],
+            (2, 3, 5),
+        )
+    )
     rows = []
     for p in plan.pools:
         for s in p.supplies:
-            rows.append([p.name, s.resource, s.formula, str(s.capacity), units(s.granted),
-                         eq(s.granted_gpu_equivalents)])
-    out.append(("Capacity by pool (GPU-EQ = grants in GPUs; a resource from several pools is split by capacity)",
-                ["POOL", "RESOURCE", "SUPPLY", "CAPACITY", "GRANTED", "GPU-EQ"], rows, (3, 4, 5)))
-    out.append(("Headroom by resource (under the oversubscription policy)",
-                ["RESOURCE", "CAPACITY", "MAX", "ALLOWED", "GRANTED", "HEADROOM", "RATIO"],
-                [[r.resource, str(r.capacity), f"{float(r.max_ratio):g}x", str(r.allowed), str(r.granted),
-                  str(r.headroom), ratio(r.ratio)] for r in plan.resources], (1, 2, 3, 4, 5, 6)))
-    out.append((f"Tenants (share of the cluster's {plural(plan.total_gpus, 'GPU')})",
-                ["TENANT", "TIER", "COST CENTRE", "GPU-EQ", "SHARE"],
-                [[t.name + (" (offboarded)" if t.offboarded else ""), t.tier, t.cost_center or "-",
-                  eq(t.gpu_equivalents), pct(t.share)] for t in plan.tenants], (3, 4)))
+            rows.append(
+                [p.name, s.resource, s.formula, str(s.capacity), units(s.granted), eq(s.granted_gpu_equivalents)]
+            )
+    out.append(
+        (
+            "Capacity by pool (GPU-EQ = grants in GPUs; a resource from several pools is split by capacity)",
+            ["POOL", "RESOURCE", "SUPPLY", "CAPACITY", "GRANTED", "GPU-EQ"],
+            rows,
+            (3, 4, 5),
+        )
+    )
+    out.append(
+        (
+            "Headroom by resource (under the oversubscription policy)",
+            ["RESOURCE", "CAPACITY", "MAX", "ALLOWED", "GRANTED", "HEADROOM", "RATIO"],
+            [
+                [
+                    r.resource,
+                    str(r.capacity),
+                    f"{float(r.max_ratio):g}x",
+                    str(r.allowed),
+                    str(r.granted),
+                    str(r.headroom),
+                    ratio(r.ratio),
+                ]
+                for r in plan.resources
+            ],
+            (1, 2, 3, 4, 5, 6),
+        )
+    )
+    out.append(
+        (
+            f"Tenants (share of the cluster's {plural(plan.total_gpus, 'GPU')})",
+            ["TENANT", "TIER", "COST CENTRE", "GPU-EQ", "SHARE"],
+            [
+                [
+                    t.name + (" (offboarded)" if t.offboarded else ""),
+                    t.tier,
+                    t.cost_center or "-",
+                    eq(t.gpu_equivalents),
+                    pct(t.share),
+                ]
+                for t in plan.tenants
+            ],
+            (3, 4),
+        )
+    )
     rows = []
     for t in plan.tenants:
         for r, n in t.grants.items():
             rows.append([t.name, r, str(n), eq(t.resource_gpu_equivalents(r))])
-    out.append(("Grants (GPU-EQ: a MIG instance counts its compute slices, a shared replica 1/replicas)",
-                ["TENANT", "RESOURCE", "GRANTED", "GPU-EQ"], rows, (2, 3)))
-    out.append(("Cost centres", ["COST CENTRE", "TENANTS", "GPU-EQ", "SHARE"],
-                [[c.name, ", ".join(c.tenants), eq(c.gpu_equivalents), pct(c.share)] for c in plan.cost_centers],
-                (2, 3)))
+    out.append(
+        (
+            "Grants (GPU-EQ: a MIG instance counts its compute slices, a shared replica 1/replicas)",
+            ["TENANT", "RESOURCE", "GRANTED", "GPU-EQ"],
+            rows,
+            (2, 3),
+        )
+    )
+    out.append(
+        (
+            "Cost centres",
+            ["COST CENTRE", "TENANTS", "GPU-EQ", "SHARE"],
+            [[c.name, ", ".join(c.tenants), eq(c.gpu_equivalents), pct(c.share)] for c in plan.cost_centers],
+            (2, 3),
+        )
+    )
     if plan.max_per_pod:
-        out.append(("Per-pod maximums (a ValidatingAdmissionPolicy per tenant; nothing is injected)",
-                    ["TENANT", "RESOURCE", "MAX PER POD", "FROM", "QUOTA"],
-                    [[x.tenant, x.resource, str(x.limit), x.source, str(x.quota)] for x in plan.max_per_pod],
-                    (2, 4)))
+        out.append(
+            (
+                "Per-pod maximums (a ValidatingAdmissionPolicy per tenant; nothing is injected)",
+                ["TENANT", "RESOURCE", "MAX PER POD", "FROM", "QUOTA"],
+                [[x.tenant, x.resource, str(x.limit), x.source, str(x.quota)] for x in plan.max_per_pod],
+                (2, 4),
+            )
+        )
     if plan.rollouts:
         rows = []
         for r in plan.rollouts:
@@ -55,27 +121,67 @@ def sections(plan) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...
                 rows.append(head + ["-", rollout_order(r)])
             for i, wave in enumerate(r.waves, 1):
                 rows.append((head if i == 1 else [""] * 4) + [str(i), ", ".join(wave)])
-        out.append(("MIG re-layout rollout (a wave starts when every node of the previous one reported success)",
-                    ["POOL", "AT ONCE", "CORDON", "NODE TIMEOUT", "WAVE", "NODES"], rows, (1, 4)))
+        out.append(
+            (
+                "MIG re-layout rollout (a wave starts when every node of the previous one reported success)",
+                ["POOL", "AT ONCE", "CORDON", "NODE TIMEOUT", "WAVE", "NODES"],
+                rows,
+                (1, 4),
+            )
+        )
     if plan.priced:
         rows = []
         for t in sorted(plan.tenants, key=lambda t: (t.cost_center or "", t.name)):
-            rows.append([t.cost_center or "-", t.name, eq(t.cost.priced_gpu_equivalents), money(t.cost.per_hour),
-                         money(t.cost.per_month), eq(t.cost.unpriced_gpu_equivalents)])
-        out.append((f"Chargeback per tenant (GPU-equivalents × price per GPU-hour; month = {HOURS_PER_MONTH} h)",
-                    ["COST CENTRE", "TENANT", "GPU-EQ", "PER HOUR", "PER MONTH", "UNPRICED GPU-EQ"], rows,
-                    (2, 3, 4, 5)))
-        rows = [[c.name, eq(c.cost.priced_gpu_equivalents), money(c.cost.per_hour), money(c.cost.per_month),
-                 eq(c.cost.unpriced_gpu_equivalents)] for c in plan.cost_centers]
-        rows.append(["TOTAL", eq(plan.total.priced_gpu_equivalents), money(plan.total.per_hour),
-                     money(plan.total.per_month), eq(plan.total.unpriced_gpu_equivalents)])
-        out.append(("Chargeback per cost centre",
-                    ["COST CENTRE", "GPU-EQ", "PER HOUR", "PER MONTH", "UNPRICED GPU-EQ"], rows, (1, 2, 3, 4)))
+            rows.append(
+                [
+                    t.cost_center or "-",
+                    t.name,
+                    eq(t.cost.priced_gpu_equivalents),
+                    money(t.cost.per_hour),
+                    money(t.cost.per_month),
+                    eq(t.cost.unpriced_gpu_equivalents),
+                ]
+            )
+        out.append(
+            (
+                f"Chargeback per tenant (GPU-equivalents × price per GPU-hour; month = {HOURS_PER_MONTH} h)",
+                ["COST CENTRE", "TENANT", "GPU-EQ", "PER HOUR", "PER MONTH", "UNPRICED GPU-EQ"],
+                rows,
+                (2, 3, 4, 5),
+            )
+        )
+        rows = [
+            [
+                c.name,
+                eq(c.cost.priced_gpu_equivalents),
+                money(c.cost.per_hour),
+                money(c.cost.per_month),
+                eq(c.cost.unpriced_gpu_equivalents),
+            ]
+            for c in plan.cost_centers
+        ]
+        rows.append(
+            [
+                "TOTAL",
+                eq(plan.total.priced_gpu_equivalents),
+                money(plan.total.per_hour),
+                money(plan.total.per_month),
+                eq(plan.total.unpriced_gpu_equivalents),
+            ]
+        )
+        out.append(
+            (
+                "Chargeback per cost centre",
+                ["COST CENTRE", "GPU-EQ", "PER HOUR", "PER MONTH", "UNPRICED GPU-EQ"],
+                rows,
+                (1, 2, 3, 4),
+            )
+        )
     return out
 
 
 def rollout_order(r) -> str:
-    """"n1, n2 → n3, n4": waves separated by arrows; a selector pool's nodes cannot be named."""
+    """ "n1, n2 → n3, n4": waves separated by arrows; a selector pool's nodes cannot be named."""
     if not r.waves:
         return "selector pool: node-group tooling rolls it"
     return " → ".join(", ".join(w) for w in r.waves)
@@ -83,17 +189,21 @@ def rollout_order(r) -> str:
 
 def _summary(plan) -> str:
     granted = eq(plan.total.gpu_equivalents)
-    return (f"{plural(plan.total_gpus, 'GPU')} in {plural(len(plan.pools), 'pool')}; "
-            f"{plural(len(plan.tenants), 'tenant')} granted "
-            f"{granted} GPU-equivalents ({pct(plan.total.gpu_equivalents / plan.total_gpus) if plan.total_gpus else '-'}"
-            " of the cluster)")
+    return (
+        f"{plural(plan.total_gpus, 'GPU')} in {plural(len(plan.pools), 'pool')}; "
+        f"{plural(len(plan.tenants), 'tenant')} granted "
+        f"{granted} GPU-equivalents ({pct(plan.total.gpu_equivalents / plan.total_gpus) if plan.total_gpus else '-'}"
+        " of the cluster)"
+    )
 
 
 def _warnings(plan) -> list[str]:
     out = []
     for r in plan.over:
-        out.append(f"⚠ {r.resource}: granted {r.granted} but the policy allows {r.allowed} "
-                   f"(capacity {r.capacity} × {float(r.max_ratio):g}): headroom {r.headroom}")
+        out.append(
+            f"⚠ {r.resource}: granted {r.granted} but the policy allows {r.allowed} "
+            f"(capacity {r.capacity} × {float(r.max_ratio):g}): headroom {r.headroom}"
+        )
     if not plan.priced:
         out.append("no pool has pricePerGpuHour: no chargeback")
     elif any(p.price is None for p in plan.pools):
@@ -128,8 +238,19 @@ def format_json(plan) -> str:
     return json.dumps(to_json(plan), indent=2, ensure_ascii=False) + "\n"
 
 
-CSV_COLUMNS = ["cost_center", "tenant", "tier", "resource", "pool", "gpu", "units", "gpu_equivalents",
-               "price_per_gpu_hour", "cost_per_hour", "cost_per_month"]
+CSV_COLUMNS = [
+    "cost_center",
+    "tenant",
+    "tier",
+    "resource",
+    "pool",
+    "gpu",
+    "units",
+    "gpu_equivalents",
+    "price_per_gpu_hour",
+    "cost_per_hour",
+    "cost_per_month",
+]
 
 
 def format_csv(plan) -> str:
@@ -143,12 +264,25 @@ def format_csv(plan) -> str:
 
     def dec(x, places=4):
         return "" if x is None else f"{float(x):.{places}f}"
+
     for t in sorted(plan.tenants, key=lambda t: (t.cost_center or "", t.name)):
         for a in t.allocations:
             cost = a.cost_per_hour
-            w.writerow([t.cost_center or "", t.name, t.tier, a.resource, a.pool, models[a.pool], units(a.units),
-                        dec(a.gpu_equivalents), dec(a.price), dec(cost),
-                        dec(None if cost is None else cost * HOURS_PER_MONTH, 2)])
+            w.writerow(
+                [
+                    t.cost_center or "",
+                    t.name,
+                    t.tier,
+                    a.resource,
+                    a.pool,
+                    models[a.pool],
+                    units(a.units),
+                    dec(a.gpu_equivalents),
+                    dec(a.price),
+                    dec(cost),
+                    dec(None if cost is None else cost * HOURS_PER_MONTH, 2),
+                ]
+            )
     return buf.getvalue()
 
 

@@ -1,4 +1,5 @@
 """The one table helper: aligned text columns and GitHub markdown tables."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -11,6 +12,7 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Seq
     def line(cells):
         out = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
         return "  ".join(out).rstrip()
+
     return "\n".join([line(headers)] + [line(r) for r in rows]) + "\n"
 
 

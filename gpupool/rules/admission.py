@@ -1,4 +1,5 @@
 """GP70x: per-pod GPU maximums (tenant and tier `maxPerPod`), checked before any policy reaches a cluster."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -74,11 +75,18 @@ def max_per_pod_fits_a_node(ctx: Context) -> None:
         supply, pool = largest_node_supply(ctx.spec, resource)
         if pool is None:
             names = ", ".join(ctx.spec.advertised_resources()) or "none"
-            ctx.error(path, f"no node pool advertises {resource}, so this maximum limits nothing; "
-                            f"the pools advertise: {names}", key=True)
+            ctx.error(
+                path,
+                f"no node pool advertises {resource}, so this maximum limits nothing; the pools advertise: {names}",
+                key=True,
+            )
         elif limit > supply:
-            ctx.error(path, f"{limit} {resource} per pod, but the largest node (pool \"{pool}\") advertises "
-                            f"{supply}: such a pod could never be scheduled; lower it to at most {supply}", key=True)
+            ctx.error(
+                path,
+                f'{limit} {resource} per pod, but the largest node (pool "{pool}") advertises '
+                f"{supply}: such a pod could never be scheduled; lower it to at most {supply}",
+                key=True,
+            )
 
 
 @rule("GP702", "a tenant's per-pod maximum must not exceed its quota")
@@ -110,9 +118,16 @@ def max_per_pod_within_quota(ctx: Context) -> None:
             if resource in tenant.max_per_pod:
                 entry = path + ("maxPerPod", resource)
                 if ctx.usable(entry):
-                    ctx.error(entry, f"{limit} {resource} per pod is above the tenant's quota of {quota}; the "
-                                     f"quota refuses such a pod first: lower maxPerPod to at most {quota}"
-                                     + (" or remove it" if quota == 0 else ""), key=True)
+                    ctx.error(
+                        entry,
+                        f"{limit} {resource} per pod is above the tenant's quota of {quota}; the "
+                        f"quota refuses such a pod first: lower maxPerPod to at most {quota}"
+                        + (" or remove it" if quota == 0 else ""),
+                        key=True,
+                    )
             elif quota > 0 and tier is not None:
-                ctx.warn(path, f'inherits maxPerPod {limit} {resource} from tier "{tier.name}", above its quota '
-                               f"of {quota}; the quota limits first (set the tenant's own maxPerPod to say so)")
+                ctx.warn(
+                    path,
+                    f'inherits maxPerPod {limit} {resource} from tier "{tier.name}", above its quota '
+                    f"of {quota}; the quota limits first (set the tenant's own maxPerPod to say so)",
+                )

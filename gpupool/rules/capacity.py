@@ -3,6 +3,7 @@
 Capacity is judged whenever every pool is known, even with errors elsewhere, so one run reports all it
 can; tenants that failed their own checks are left out (that can only hide an overrun, never invent one).
 """
+
 from __future__ import annotations
 
 from gpupool.rules.registry import Context, rule
@@ -37,17 +38,24 @@ def over_capacity(ctx: Context) -> None:
         allowed = spec.oversubscription.allowed(resource, supply)
         if granted <= allowed:
             continue
-        holders = sorted(((t.gpus[resource], t.name) for t in spec.active_tenants if t.gpus.get(resource)),
-                         reverse=True)
+        holders = sorted(
+            ((t.gpus[resource], t.name) for t in spec.active_tenants if t.gpus.get(resource)), reverse=True
+        )
         biggest = holders[0][1]
         shown = ", ".join(f"{n} {c}" for c, n in holders[:5]) + (", ..." if len(holders) > 5 else "")
-        sources = ", ".join(f'{p.name} {p.node_count}x{p.resources_per_node()[resource]}'
-                            for p in spec.pools if resource in p.resources_per_node())
-        policy = (f"oversubscription allows {ratio:g}x" if ratio != 1 else "no oversubscription is allowed")
-        ctx.error(ctx.built.tenant_paths[biggest] + ("gpus", resource),
-                  f"tenants are granted {granted} {resource} in total ({shown}) but the pools supply {supply} "
-                  f"({sources}) and {policy}: {granted - allowed} too many; lower quotas, add nodes, or raise "
-                  f'oversubscription.perResource["{resource}"]', key=True)
+        sources = ", ".join(
+            f"{p.name} {p.node_count}x{p.resources_per_node()[resource]}"
+            for p in spec.pools
+            if resource in p.resources_per_node()
+        )
+        policy = f"oversubscription allows {ratio:g}x" if ratio != 1 else "no oversubscription is allowed"
+        ctx.error(
+            ctx.built.tenant_paths[biggest] + ("gpus", resource),
+            f"tenants are granted {granted} {resource} in total ({shown}) but the pools supply {supply} "
+            f"({sources}) and {policy}: {granted - allowed} too many; lower quotas, add nodes, or raise "
+            f'oversubscription.perResource["{resource}"]',
+            key=True,
+        )
 
 
 @rule("GP602", "an oversubscription ratio names a resource no pool advertises")
@@ -67,8 +75,11 @@ def ratio_without_resource(ctx: Context) -> None:
     capacity = ctx.built.model.capacity()
     for resource in ctx.built.model.oversubscription.per_resource:
         if resource not in capacity:
-            ctx.warn(("oversubscription", "perResource", resource),
-                     f"no pool advertises {resource}; this policy has no effect", key=True)
+            ctx.warn(
+                ("oversubscription", "perResource", resource),
+                f"no pool advertises {resource}; this policy has no effect",
+                key=True,
+            )
 
 
 @rule("GP603", "no tenant is granted what a pool supplies")
@@ -88,5 +99,7 @@ def idle_pool(ctx: Context) -> None:
     granted = ctx.built.model.granted()
     for pool in ctx.built.model.pools:
         if not any(granted.get(r) for r in pool.resources_per_node()):
-            ctx.warn(ctx.built.pool_paths[pool.name],
-                     "no tenant is granted any resource this pool supplies; its GPUs would sit idle")
+            ctx.warn(
+                ctx.built.pool_paths[pool.name],
+                "no tenant is granted any resource this pool supplies; its GPUs would sit idle",
+            )

@@ -1,4 +1,5 @@
 """GP1xx: the cluster and its GPU Operator."""
+
 from __future__ import annotations
 
 from gpupool.rules.registry import Context, rule
@@ -30,6 +31,8 @@ def chart_path_exists(ctx: Context) -> None:
     """
     chart_path = _operator(ctx).get("chartPath")
     if chart_path is not None and not (ctx.spec_dir / chart_path).exists():
-        ctx.error(("cluster", "gpuOperator", "chartPath"),
-                  f'"{chart_path}" does not exist (relative to {ctx.spec_dir}); give a chart directory '
-                  "or .tgz, or remove chartPath to use the NVIDIA Helm repository")
+        ctx.error(
+            ("cluster", "gpuOperator", "chartPath"),
+            f'"{chart_path}" does not exist (relative to {ctx.spec_dir}); give a chart directory '
+            "or .tgz, or remove chartPath to use the NVIDIA Helm repository",
+        )

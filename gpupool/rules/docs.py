@@ -5,6 +5,7 @@ Each rule's documentation is its docstring (or the `doc` given to `declare`): a 
 top-level keys that replace those of EXAMPLE_BASE below; tests/test_rule_examples.py validates every
 example that way, so the documentation cannot drift from what the rules do.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,9 +34,18 @@ tenants:
   - {name: team-a, tier: standard, owners: [team-a-admins], gpus: {nvidia.com/gpu: 4}}
 """
 
-RANGES = (("GP0", "Loading and schema"), ("GP1", "Cluster and GPU Operator"), ("GP2", "Node pools and MIG"),
-          ("GP3", "Sharing"), ("GP4", "Tiers"), ("GP5", "Tenants and quotas"), ("GP6", "Capacity"),
-          ("GP7", "Rollout and admission"), ("GP8", "Security boundary"), ("GP9", "Derived names and numbers"))
+RANGES = (
+    ("GP0", "Loading and schema"),
+    ("GP1", "Cluster and GPU Operator"),
+    ("GP2", "Node pools and MIG"),
+    ("GP3", "Sharing"),
+    ("GP4", "Tiers"),
+    ("GP5", "Tenants and quotas"),
+    ("GP6", "Capacity"),
+    ("GP7", "Rollout and admission"),
+    ("GP8", "Security boundary"),
+    ("GP9", "Derived names and numbers"),
+)
 
 
 @dataclass(frozen=True)
@@ -66,13 +76,21 @@ def render() -> str:
     from gpupool import rules as _package  # noqa: F401  (registers every rule)
     from gpupool.rules.registry import RULES
 
-    out = ["# gpupool rules", "",
-           "Generated from the rule registry by `python -m gpupool.rules.docs`; do not edit by hand "
-           "(a test fails when this file is stale). Every diagnostic names its rule: "
-           "`FILE:LINE:COL: error: PATH: MESSAGE [GP123]`.", "",
-           "Examples of the rules GP1xx-GP7xx replace the top-level keys of this valid spec (each is validated "
-           "by `tests/test_rule_examples.py`); GP0xx examples are whole files.", "",
-           "```yaml", EXAMPLE_BASE.rstrip(), "```", ""]
+    out = [
+        "# gpupool rules",
+        "",
+        "Generated from the rule registry by `python -m gpupool.rules.docs`; do not edit by hand "
+        "(a test fails when this file is stale). Every diagnostic names its rule: "
+        "`FILE:LINE:COL: error: PATH: MESSAGE [GP123]`.",
+        "",
+        "Examples of the rules GP1xx-GP7xx replace the top-level keys of this valid spec (each is validated "
+        "by `tests/test_rule_examples.py`); GP0xx examples are whole files.",
+        "",
+        "```yaml",
+        EXAMPLE_BASE.rstrip(),
+        "```",
+        "",
+    ]
     ids = sorted(RULES)
     out.append("| id | rule |")
     out.append("| --- | --- |")
@@ -86,8 +104,13 @@ def render() -> str:
         for rule_id in group:
             r = RULES[rule_id]
             doc = parse(r.doc)
-            where = ("checked by the loader and schema" if prefix == "GP0" else
-                     "checked while the model is built" if r.check is None else "a rule on the built model")
+            where = (
+                "checked by the loader and schema"
+                if prefix == "GP0"
+                else "checked while the model is built"
+                if r.check is None
+                else "a rule on the built model"
+            )
             out += [f"### {rule_id}", "", f"**{r.title}** ({where})", ""]
             if doc.why:
                 out += [doc.why, ""]

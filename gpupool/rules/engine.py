@@ -4,6 +4,7 @@ Every stage reports into one Report and skips only what an earlier stage already
 reports every problem it can. The model is returned only when there are no errors: nothing is applied
 from an invalid spec.
 """
+
 from __future__ import annotations
 
 import contextlib

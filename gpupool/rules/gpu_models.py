@@ -1,4 +1,5 @@
 """GP25x: GPU model names in node pools (one lookup for every command: gpupool.gpu.models.resolve_gpu)."""
+
 from __future__ import annotations
 
 from gpupool.rules.registry import Context, rule
@@ -35,5 +36,8 @@ def unknown_whole_gpu_model(ctx: Context) -> None:
             continue
         guess = f" (did you mean {found.suggestion}?)" if found.suggestion else ""
         # the name is not quoted back: it is untrusted input, and the location says where it is
-        ctx.warn(path, f"this is not a GPU model gpupool knows{guess}; `gpupool mig models` lists the known "
-                       "models and the GFD product names accepted for them")
+        ctx.warn(
+            path,
+            f"this is not a GPU model gpupool knows{guess}; `gpupool mig models` lists the known "
+            "models and the GFD product names accepted for them",
+        )

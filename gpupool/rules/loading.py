@@ -4,11 +4,15 @@ The loader (gpupool.spec.loader) and the schema check (gpupool.spec.schema) repo
 before any model exists, so the checks live there and only their documentation lives here. Their examples
 are whole files (the bad-spec corpus in tests/bad_specs exercises each one).
 """
+
 from __future__ import annotations
 
 from gpupool.rules.registry import declare
 
-YAML_SYNTAX = declare("GP001", "the file is not valid YAML", """
+YAML_SYNTAX = declare(
+    "GP001",
+    "the file is not valid YAML",
+    """
 A spec or tenant file the YAML parser cannot read (a syntax error, a character YAML forbids, values nested
 too deeply). The position is the parser's.
 
@@ -19,18 +23,26 @@ Fails:
     tenants:
       - name: team-a
      tier: standard
-""")
+""",
+)
 
-UNREADABLE = declare("GP002", "the file cannot be read", """
+UNREADABLE = declare(
+    "GP002",
+    "the file cannot be read",
+    """
 The file does not exist, is a directory, is not UTF-8 text, or the operating system refuses to read it.
 
 Passes:
     gpupool validate stacks/dev/spec.yaml
 Fails:
     gpupool validate stacks/dev/no-such-spec.yaml
-""")
+""",
+)
 
-NO_MAPPING = declare("GP003", "the file holds no YAML mapping", """
+NO_MAPPING = declare(
+    "GP003",
+    "the file holds no YAML mapping",
+    """
 An empty file, or one holding only `null` or `~`: a spec and a tenant file are mappings.
 
 Passes:
@@ -38,9 +50,13 @@ Passes:
     tier: standard
 Fails:
     ~
-""")
+""",
+)
 
-DUPLICATE_KEY = declare("GP004", "a mapping key appears twice", """
+DUPLICATE_KEY = declare(
+    "GP004",
+    "a mapping key appears twice",
+    """
 PyYAML would keep the last value silently; gpupool reports the second key and where the first is.
 
 Passes:
@@ -52,9 +68,13 @@ Fails:
       - name: l4
         gpusPerNode: 4
         gpusPerNode: 8
-""")
+""",
+)
 
-UNREADABLE_VALUE = declare("GP005", "a value cannot be read", """
+UNREADABLE_VALUE = declare(
+    "GP005",
+    "a value cannot be read",
+    """
 A YAML tag (`!env`, `!!binary`, `!!set`, `!!omap`; on a value, a list or a mapping, where it would
 otherwise be dropped silently) or a value its tag's constructor rejects (`!!int 4x`): none of them means
 anything in a spec. Numbers that are not finite are GP910. The message never repeats the value.
@@ -65,9 +85,13 @@ Passes:
 Fails:
     oversubscription:
       maxRatio: !env RATIO
-""")
+""",
+)
 
-ALIAS = declare("GP006", "an alias or merge key cannot be used", """
+ALIAS = declare(
+    "GP006",
+    "an alias or merge key cannot be used",
+    """
 An alias that refers to a value containing it (an endless loop), aliases that expand a file beyond
 2,000,000 values, or a merge key `<<` that names something other than mappings.
 
@@ -80,9 +104,13 @@ Fails:
     tenants: &all
       - name: team-a
         also: *all
-""")
+""",
+)
 
-KEY_NOT_TEXT = declare("GP007", "a mapping key is a list or a mapping", """
+KEY_NOT_TEXT = declare(
+    "GP007",
+    "a mapping key is a list or a mapping",
+    """
 Spec keys are plain strings; YAML allows complex keys (`? [a, b]`), a spec never needs them.
 
 Passes:
@@ -92,9 +120,13 @@ Fails:
     labels:
       ? [team, a]
       : b
-""")
+""",
+)
 
-TENANT_FILES = declare("GP008", "a tenantFiles entry matches nothing or cannot be used", """
+TENANT_FILES = declare(
+    "GP008",
+    "a tenantFiles entry matches nothing or cannot be used",
+    """
 Each `tenantFiles` entry names a directory of tenant files, a glob relative to the spec, or one file; an
 entry matching nothing is an error (a typo would otherwise drop every tenant it meant).
 
@@ -102,9 +134,13 @@ Passes:
     tenantFiles: [tenants/]
 Fails:
     tenantFiles: [teams/]   # no such directory
-""")
+""",
+)
 
-SCHEMA = declare("GP010", "the spec does not match its JSON schema", """
+SCHEMA = declare(
+    "GP010",
+    "the spec does not match its JSON schema",
+    """
 Unknown keys (with a did-you-mean hint), missing required keys, wrong types, values out of range, names
 that are not DNS labels, quantities Kubernetes cannot parse. The schema is schemas/gpupool.schema.json
 (`gpupool schema` prints it).
@@ -115,4 +151,5 @@ Passes:
 Fails:
     cluster:
       gpuOprator: {chartVersion: v26.7.0}
-""")
+""",
+)

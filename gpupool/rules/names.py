@@ -3,6 +3,7 @@
 Names gpupool derives itself (object, Pulumi resource, file, config-key and MIG-config names) are unique and
 valid by construction in gpupool.k8s.manifests; tests/test_derived_names.py proves it over generated specs.
 """
+
 from __future__ import annotations
 
 import re
@@ -48,12 +49,18 @@ def node_names(ctx: Context) -> None:
                 continue
             if len(node) > 253 or not DNS_SUBDOMAIN.match(node):
                 hint = " (node names are lowercase)" if DNS_SUBDOMAIN.match(node.lower()) else ""
-                ctx.error(path + ("nodes", j), f'"{node}" is not a valid Kubernetes node name{hint}: lowercase '
-                          "letters, digits, '-' and '.', each dot-separated part starting and ending with a letter "
-                          "or digit, at most 253 characters")
+                ctx.error(
+                    path + ("nodes", j),
+                    f'"{node}" is not a valid Kubernetes node name{hint}: lowercase '
+                    "letters, digits, '-' and '.', each dot-separated part starting and ending with a letter "
+                    "or digit, at most 253 characters",
+                )
             elif len(node) > 63:
-                ctx.warn(path + ("nodes", j), f"node name is {len(node)} characters long; a label value holds at "
-                         f"most 63, so the node's {HOSTNAME_LABEL} label cannot carry it")
+                ctx.warn(
+                    path + ("nodes", j),
+                    f"node name is {len(node)} characters long; a label value holds at "
+                    f"most 63, so the node's {HOSTNAME_LABEL} label cannot carry it",
+                )
 
 
 @rule("GP901", "node pools may not select the same nodes")
@@ -87,9 +94,12 @@ def overlapping_pools(ctx: Context) -> None:
                 continue  # a duplicate pool name is reported on its own
             if selector and other_sel and (_subset(selector, other_sel) or _subset(other_sel, selector)):
                 wider, narrower = (other, name) if _subset(other_sel, selector) else (name, other)
-                ctx.error(path + ("nodeSelector",), f'selects the same nodes as pool "{other}": every node pool '
-                          f'"{narrower}" selects, pool "{wider}" selects too, so those GPUs would be counted twice '
-                          "and the nodes get two configs; give the pools disjoint labels")
+                ctx.error(
+                    path + ("nodeSelector",),
+                    f'selects the same nodes as pool "{other}": every node pool '
+                    f'"{narrower}" selects, pool "{wider}" selects too, so those GPUs would be counted twice '
+                    "and the nodes get two configs; give the pools disjoint labels",
+                )
         for label, pools_of in ((HOSTNAME_LABEL, "node"), (POOL_LABEL, "pool")):
             value = selector.get(label)
             if value is None:
@@ -98,10 +108,12 @@ def overlapping_pools(ctx: Context) -> None:
                 if other == name:
                     continue
                 if (pools_of == "node" and value in other_nodes) or (pools_of == "pool" and value == other):
-                    what = f'node "{value}", which pool "{other}" lists' if pools_of == "node" else \
-                        f'the nodes of pool "{other}"'
-                    ctx.error(path + ("nodeSelector", label), f"selects {what}; a node belongs to one pool",
-                              key=True)
+                    what = (
+                        f'node "{value}", which pool "{other}" lists'
+                        if pools_of == "node"
+                        else f'the nodes of pool "{other}"'
+                    )
+                    ctx.error(path + ("nodeSelector", label), f"selects {what}; a node belongs to one pool", key=True)
 
 
 def _subset(small: dict, big: dict) -> bool:

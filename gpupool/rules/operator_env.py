@@ -1,4 +1,5 @@
 """GP150-GP199: the GPU Operator's operand environment (facts in gpupool/k8s/gpu-operator.yaml)."""
+
 from __future__ import annotations
 
 from gpupool.rules.registry import Context, rule
@@ -44,7 +45,9 @@ def operator_managed_env(ctx: Context) -> None:
         for i, entry in enumerate(env):
             name = entry.get("name") if isinstance(entry, dict) else None
             if name in names:
-                ctx.warn(("cluster", "gpuOperator", "values", operand, "env", i, "name"),
-                         f"{name} is set by the GPU Operator itself (chart {chart_version()}); this entry "
-                         f"replaces the operator's value in the {operand} DaemonSet. Remove it unless you "
-                         "mean to override the operator")
+                ctx.warn(
+                    ("cluster", "gpuOperator", "values", operand, "env", i, "name"),
+                    f"{name} is set by the GPU Operator itself (chart {chart_version()}); this entry "
+                    f"replaces the operator's value in the {operand} DaemonSet. Remove it unless you "
+                    "mean to override the operator",
+                )

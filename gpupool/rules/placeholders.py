@@ -1,4 +1,5 @@
 """GP59x: onboarding placeholders (`gpupool tenant new` writes them; validation fails until they are filled in)."""
+
 from __future__ import annotations
 
 from gpupool.rules.registry import Context, rule
@@ -32,10 +33,14 @@ def placeholders(ctx: Context) -> None:
         if isinstance(owners, list) and ctx.usable(("tenants", i, "owners")):
             for j, owner in enumerate(owners):
                 if owner == OWNER_PLACEHOLDER:
-                    ctx.error(("tenants", i, "owners", j),
-                              "still the placeholder from `gpupool tenant new`: list the groups that own this "
-                              "tenant (they may run workloads in its namespace)")
+                    ctx.error(
+                        ("tenants", i, "owners", j),
+                        "still the placeholder from `gpupool tenant new`: list the groups that own this "
+                        "tenant (they may run workloads in its namespace)",
+                    )
         if t.get("costCenter") == COST_CENTER_PLACEHOLDER and ctx.usable(("tenants", i, "costCenter")):
-            ctx.error(("tenants", i, "costCenter"),
-                      "still the placeholder from `gpupool tenant new`: give the cost centre its GPUs are "
-                      "charged to (a label value such as cc-4100)")
+            ctx.error(
+                ("tenants", i, "costCenter"),
+                "still the placeholder from `gpupool tenant new`: give the cost centre its GPUs are "
+                "charged to (a label value such as cc-4100)",
+            )

@@ -12,6 +12,7 @@ Id ranges (one per concern, so parallel work never collides):
   GP6xx capacity                  GP7xx rollout and admission     GP8xx security boundary (untrusted input)
   GP9xx derived names
 """
+
 from __future__ import annotations
 
 import re
@@ -57,6 +58,7 @@ def rule(rule_id: str, title: str) -> Callable[[Callable[[Context], None]], Call
     def wrap(fn: Callable[[Context], None]) -> Callable[[Context], None]:
         _register(Rule(rule_id, title, fn, (fn.__doc__ or "").strip()))
         return fn
+
     return wrap
 
 
@@ -105,8 +107,9 @@ class Context:
         self._add(WARNING, path, message, key, rule)
 
     def _add(self, severity: str, path: tuple, message: str, key: bool, rule: str) -> None:
-        self.report.add(severity, self.location(path, key=key), render_path(path, self.data), message,
-                        rule or self.current)
+        self.report.add(
+            severity, self.location(path, key=key), render_path(path, self.data), message, rule or self.current
+        )
 
 
 def run_rules(ctx: Context) -> None:

@@ -4,6 +4,7 @@ Each rule reads the raw data (so it can point at the exact key or value) and ski
 already rejected. The rules that guard which files are read at all (GP805, GP806) run in the loader and are
 declared in gpupool.rules.input_files.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -75,11 +76,17 @@ def reserved_tenant_namespace(ctx: Context) -> None:
         if not isinstance(name, str) or not ctx.usable(path + ("name",)):
             continue
         if system_namespace(name):
-            ctx.error(path + ("name",), f'"{name}" is a namespace Kubernetes owns (default and every kube- '
-                      "namespace are reserved); a tenant's name is its namespace, so choose the team's own name")
+            ctx.error(
+                path + ("name",),
+                f'"{name}" is a namespace Kubernetes owns (default and every kube- '
+                "namespace are reserved); a tenant's name is its namespace, so choose the team's own name",
+            )
         elif name == operator_ns:
-            ctx.error(path + ("name",), f'"{name}" is the GPU Operator\'s namespace (cluster.gpuOperator.namespace), '
-                      "which gpupool manages itself; choose another tenant name")
+            ctx.error(
+                path + ("name",),
+                f'"{name}" is the GPU Operator\'s namespace (cluster.gpuOperator.namespace), '
+                "which gpupool manages itself; choose another tenant name",
+            )
 
 
 @rule("GP802", "the GPU Operator may not be installed into a system namespace")
@@ -100,8 +107,11 @@ def operator_system_namespace(ctx: Context) -> None:
     path = ("cluster", "gpuOperator", "namespace")
     ns = _operator_namespace(ctx)
     if ctx.usable(path) and system_namespace(ns):
-        ctx.error(path, f'"{ns}" is a namespace Kubernetes owns; gpupool would mark it privileged and manage it. '
-                  "Give the operator its own namespace, such as gpu-operator")
+        ctx.error(
+            path,
+            f'"{ns}" is a namespace Kubernetes owns; gpupool would mark it privileged and manage it. '
+            "Give the operator its own namespace, such as gpu-operator",
+        )
 
 
 @rule("GP803", "owners may not be Kubernetes' built-in system: identities")
@@ -188,9 +198,17 @@ def reserved_labels(ctx: Context) -> None:
             if not reserved_label(key):
                 continue
             field = LABEL_FIELDS.get(key)
-            fix = f"; set the tenant's `{field}` instead" if field else "; use a key of your own, such as team or example.com/team"
-            ctx.error(path + ("labels", key), f'"{key}" is a label key gpupool or Kubernetes manage on the namespace '
-                      f"(gpupool.dev/*, app.kubernetes.io/managed-by, kubernetes.io/*, k8s.io/*){fix}", key=True)
+            fix = (
+                f"; set the tenant's `{field}` instead"
+                if field
+                else "; use a key of your own, such as team or example.com/team"
+            )
+            ctx.error(
+                path + ("labels", key),
+                f'"{key}" is a label key gpupool or Kubernetes manage on the namespace '
+                f"(gpupool.dev/*, app.kubernetes.io/managed-by, kubernetes.io/*, k8s.io/*){fix}",
+                key=True,
+            )
 
 
 # Helm values gpupool derives from the spec, and the spec field that sets each.
@@ -236,32 +254,45 @@ def derived_values(ctx: Context) -> None:
             if depth == len(keys) - 1:
                 ctx.error(base + here, f"{'.'.join(keys)} is derived by gpupool; set {field} instead", key=True)
             elif not isinstance(node[key], dict):
-                ctx.error(base + here, f"replaces the whole {key} section, which holds {'.'.join(keys)} that gpupool "
-                          f"derives from {field}; give {key} as a mapping of the values to change", key=True)
+                ctx.error(
+                    base + here,
+                    f"replaces the whole {key} section, which holds {'.'.join(keys)} that gpupool "
+                    f"derives from {field}; give {key} as a mapping of the values to change",
+                    key=True,
+                )
                 break
             node = node[key]
     for operand, field in DERIVED_ENV.items():
         section = values.get(operand)
         if not isinstance(section, dict) or "env" not in section:
             if operand == "gfd" and operand in values and not isinstance(section, dict):
-                ctx.error(base + (operand,), "replaces the whole gfd section, which holds the config-hash variable "
-                          "gpupool sets; give gfd as a mapping of the values to change", key=True)
+                ctx.error(
+                    base + (operand,),
+                    "replaces the whole gfd section, which holds the config-hash variable "
+                    "gpupool sets; give gfd as a mapping of the values to change",
+                    key=True,
+                )
             continue
         env = section["env"]
         if not isinstance(env, list):
-            ctx.error(base + (operand, "env"), "must be a list of {name, value} entries (gpupool adds its own "
-                      "variables to it)", key=True)
+            ctx.error(
+                base + (operand, "env"),
+                "must be a list of {name, value} entries (gpupool adds its own variables to it)",
+                key=True,
+            )
             continue
         for k, item in enumerate(env):
             name = item.get("name") if isinstance(item, dict) else None
             if not isinstance(name, str):
                 continue
             if name.startswith(DERIVED_ENV_NAMES):
-                ctx.error(base + (operand, "env", k, "name"), f"{name} is set by gpupool (a hash of the config it "
-                          "writes, so that operands restart on a config change); remove this entry")
+                ctx.error(
+                    base + (operand, "env", k, "name"),
+                    f"{name} is set by gpupool (a hash of the config it "
+                    "writes, so that operands restart on a config change); remove this entry",
+                )
             elif operand == "migManager" and name == "WITH_REBOOT":
-                ctx.error(base + (operand, "env", k, "name"), f"WITH_REBOOT is derived by gpupool; set {field} "
-                          "instead")
+                ctx.error(base + (operand, "env", k, "name"), f"WITH_REBOOT is derived by gpupool; set {field} instead")
 
 
 @rule("GP809", "a tenant file is named after the tenant it declares")
@@ -291,6 +322,9 @@ def tenant_file_name(ctx: Context) -> None:
             if stem.lower().endswith(suffix):
                 stem = stem[: -len(suffix)]
         if stem != name:
-            ctx.error(path + ("name",), f'tenant "{name}" is declared in {Path(file).name}; rename the file to '
-                      f"{name}.yaml (each tenant file is named after its tenant, so CODEOWNERS can give each team "
-                      "its own file)")
+            ctx.error(
+                path + ("name",),
+                f'tenant "{name}" is declared in {Path(file).name}; rename the file to '
+                f"{name}.yaml (each tenant file is named after its tenant, so CODEOWNERS can give each team "
+                "its own file)",
+            )

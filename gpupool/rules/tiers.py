@@ -1,4 +1,5 @@
 """GP4xx: tiers (PriorityClasses and the isolation they promise)."""
+
 from __future__ import annotations
 
 from gpupool.model import build as B
@@ -31,11 +32,17 @@ def reserved_prefix(ctx: Context) -> None:
     for path, t in _tiers(ctx):
         name = t["name"]
         if name.startswith(RESERVED_TIER_PREFIX):
-            ctx.error(path + ("name",), f'"{name}" starts with "{RESERVED_TIER_PREFIX}", which Kubernetes '
-                      "reserves for its own PriorityClasses; choose another name")
+            ctx.error(
+                path + ("name",),
+                f'"{name}" starts with "{RESERVED_TIER_PREFIX}", which Kubernetes '
+                "reserves for its own PriorityClasses; choose another name",
+            )
 
 
-declare(B.DUPLICATE_TIER, "two tiers have the same name", """
+declare(
+    B.DUPLICATE_TIER,
+    "two tiers have the same name",
+    """
 Tier names are PriorityClass names; the second tier of a name is not built.
 
 Passes:
@@ -46,7 +53,8 @@ Fails:
     tiers:
       - {name: standard, priority: 100}
       - {name: standard, priority: 10}
-""")
+""",
+)
 
 
 @rule("GP403", "two tiers have the same priority")
@@ -79,6 +87,9 @@ def same_priority(ctx: Context) -> None:
             continue
         names.add(t["name"])
         if t["priority"] in priorities:
-            ctx.warn(path + ("priority",), f'same priority as tier "{priorities[t["priority"]]}"; '
-                     "tiers with equal priority cannot preempt each other")
+            ctx.warn(
+                path + ("priority",),
+                f'same priority as tier "{priorities[t["priority"]]}"; '
+                "tiers with equal priority cannot preempt each other",
+            )
         priorities.setdefault(t["priority"], t["name"])

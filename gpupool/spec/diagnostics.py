@@ -4,6 +4,7 @@ Every diagnostic names a file, line and column (1-based, as editors count), the 
 what is wrong and what would be right. Rendering is `FILE:LINE:COL: error: MESSAGE`, the format editors,
 CI annotations and `grep` understand.
 """
+
 from __future__ import annotations
 
 import difflib

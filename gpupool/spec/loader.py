@@ -5,6 +5,7 @@ every value and every mapping key keeps the file, line and column it came from. 
 PyYAML would silently collapse, are reported. Nothing here raises on bad input: problems become
 diagnostics, and the caller decides whether the result is usable.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,25 +33,29 @@ STDIN_LABEL = "<stdin>"
 
 # Rule ids of the problems found while loading, as plain strings (loading must not import the rules). The
 # GP0xx ones are documented in gpupool.rules.loading, the GP8xx/GP9xx ones in gpupool.rules.input_files.
-R_SYNTAX = "GP001"             # invalid YAML
-R_UNREADABLE = "GP002"         # missing, a directory, not UTF-8, unreadable
-R_NO_MAPPING = "GP003"         # empty, or only null
-R_DUPLICATE_KEY = "GP004"      # a key repeated in one mapping
-R_VALUE = "GP005"              # a YAML tag (on a value, a list or a mapping) or a value that cannot be read
-R_ALIAS = "GP006"              # alias loops, alias bombs, merge keys that merge no mapping
-R_KEY_NOT_TEXT = "GP007"       # a list or mapping as a key
-R_INCLUDE = "GP008"            # tenantFiles entry that names nothing usable
-R_PATH_ESCAPES = "GP805"       # tenantFiles entry is absolute or climbs out with ..
-R_OUTSIDE_STACK = "GP806"      # a tenant file or directory resolves (through symlinks) outside the stack
-R_NUMBER = "GP910"             # non-finite numbers (whole-number floats are read as integers)
-R_DISCOVERY = "GP911"          # files a tenant directory holds that are not read
-R_DOCUMENTS = "GP912"          # more than one document in a file
+R_SYNTAX = "GP001"  # invalid YAML
+R_UNREADABLE = "GP002"  # missing, a directory, not UTF-8, unreadable
+R_NO_MAPPING = "GP003"  # empty, or only null
+R_DUPLICATE_KEY = "GP004"  # a key repeated in one mapping
+R_VALUE = "GP005"  # a YAML tag (on a value, a list or a mapping) or a value that cannot be read
+R_ALIAS = "GP006"  # alias loops, alias bombs, merge keys that merge no mapping
+R_KEY_NOT_TEXT = "GP007"  # a list or mapping as a key
+R_INCLUDE = "GP008"  # tenantFiles entry that names nothing usable
+R_PATH_ESCAPES = "GP805"  # tenantFiles entry is absolute or climbs out with ..
+R_OUTSIDE_STACK = "GP806"  # a tenant file or directory resolves (through symlinks) outside the stack
+R_NUMBER = "GP910"  # non-finite numbers (whole-number floats are read as integers)
+R_DISCOVERY = "GP911"  # files a tenant directory holds that are not read
+R_DOCUMENTS = "GP912"  # more than one document in a file
 
 # Timestamps stay text: no spec field is a date, and `costCenter: 2024-01-01` means the label value, not a
 # datetime (PyYAML would also raise a bare ValueError on `2024-13-01`).
 _SCALAR_TAGS_AS_TEXT = {"tag:yaml.org,2002:str", "tag:yaml.org,2002:timestamp"}
-_SCALAR_TAGS = {"tag:yaml.org,2002:null", "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int",
-                "tag:yaml.org,2002:float"} | _SCALAR_TAGS_AS_TEXT
+_SCALAR_TAGS = {
+    "tag:yaml.org,2002:null",
+    "tag:yaml.org,2002:bool",
+    "tag:yaml.org,2002:int",
+    "tag:yaml.org,2002:float",
+} | _SCALAR_TAGS_AS_TEXT
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -134,15 +139,25 @@ class _Builder:
         self.source.values[path] = (self.file, node.start_mark)
         if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
             if id(node) in self.open:
-                self.report.add(ERROR, _loc(self.file, node.start_mark), _render(path),
-                                "this alias refers to a value that contains it (an endless loop); "
-                                "repeat the content instead of the alias", rule=R_ALIAS)
+                self.report.add(
+                    ERROR,
+                    _loc(self.file, node.start_mark),
+                    _render(path),
+                    "this alias refers to a value that contains it (an endless loop); "
+                    "repeat the content instead of the alias",
+                    rule=R_ALIAS,
+                )
                 return None
             if node.tag not in (_MAP_TAG, _SEQ_TAG):
                 kind = "mapping" if isinstance(node, yaml.MappingNode) else "list"
-                self.report.add(ERROR, _loc(self.file, node.start_mark), _render(path),
-                                f"the YAML tag {_tag(node.tag)} on this {kind} is not supported in a spec "
-                                "(gpupool would otherwise drop it silently); remove the tag", rule=R_VALUE)
+                self.report.add(
+                    ERROR,
+                    _loc(self.file, node.start_mark),
+                    _render(path),
+                    f"the YAML tag {_tag(node.tag)} on this {kind} is not supported in a spec "
+                    "(gpupool would otherwise drop it silently); remove the tag",
+                    rule=R_VALUE,
+                )
             self.open.add(id(node))
             try:
                 if isinstance(node, yaml.MappingNode):
@@ -160,16 +175,26 @@ class _Builder:
                 merges.append((key_node, value_node))
                 continue
             if not isinstance(key_node, yaml.ScalarNode):
-                self.report.add(ERROR, _loc(self.file, key_node.start_mark), _render(path),
-                                "mapping keys must be plain strings, not lists or mappings", rule=R_KEY_NOT_TEXT)
+                self.report.add(
+                    ERROR,
+                    _loc(self.file, key_node.start_mark),
+                    _render(path),
+                    "mapping keys must be plain strings, not lists or mappings",
+                    rule=R_KEY_NOT_TEXT,
+                )
                 continue
             key = key_node.value  # keys stay text: `yes:` or `1g.10gb:` must not turn into bools/floats
             child = path + (key,)
             if key in out:
                 first = self.source.keys.get(child)
                 where = f" (first defined at line {_location(first).line})" if first else ""
-                self.report.add(ERROR, _loc(self.file, key_node.start_mark), _render(child),
-                                f'duplicate key "{key}"{where}; each key may appear once', rule=R_DUPLICATE_KEY)
+                self.report.add(
+                    ERROR,
+                    _loc(self.file, key_node.start_mark),
+                    _render(child),
+                    f'duplicate key "{key}"{where}; each key may appear once',
+                    rule=R_DUPLICATE_KEY,
+                )
                 continue
             self.source.keys[child] = (self.file, key_node.start_mark)
             out[key] = self.build(value_node, child)
@@ -191,16 +216,25 @@ class _Builder:
         too). Earlier sources win over later ones, and a mapping's own keys over the keys it merges."""
         sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
         if not all(isinstance(n, yaml.MappingNode) for n in sources):
-            self.report.add(ERROR, _loc(self.file, key_node.start_mark), _render(path + ("<<",)),
-                            "a merge key `<<` takes a mapping alias such as *defaults (or a list of them)",
-                            rule=R_ALIAS)
+            self.report.add(
+                ERROR,
+                _loc(self.file, key_node.start_mark),
+                _render(path + ("<<",)),
+                "a merge key `<<` takes a mapping alias such as *defaults (or a list of them)",
+                rule=R_ALIAS,
+            )
             return None
         pairs: list = []
         seen: set[str] = set()
         for source in sources:
             if id(source) in visiting:
-                self.report.add(ERROR, _loc(self.file, key_node.start_mark), _render(path + ("<<",)),
-                                "this merge refers to a mapping that merges itself (an endless loop)", rule=R_ALIAS)
+                self.report.add(
+                    ERROR,
+                    _loc(self.file, key_node.start_mark),
+                    _render(path + ("<<",)),
+                    "this merge refers to a mapping that merges itself (an endless loop)",
+                    rule=R_ALIAS,
+                )
                 return None
             own, nested = [], []
             for k, v in source.value:
@@ -220,22 +254,36 @@ class _Builder:
         if node.tag in _SCALAR_TAGS_AS_TEXT:
             return node.value
         if node.tag not in _SCALAR_TAGS:  # !env, !!binary, !!python/...: nothing in a spec is tagged
-            self.report.add(ERROR, _loc(self.file, node.start_mark), _render(path),
-                            f"the YAML tag {_tag(node.tag)} is not supported in a spec; remove it (and quote "
-                            "the value if it is meant as text)", rule=R_VALUE)
+            self.report.add(
+                ERROR,
+                _loc(self.file, node.start_mark),
+                _render(path),
+                f"the YAML tag {_tag(node.tag)} is not supported in a spec; remove it (and quote "
+                "the value if it is meant as text)",
+                rule=R_VALUE,
+            )
             return node.value
         try:
             value = self.constructor.construct_object(node, deep=True)
         except (yaml.YAMLError, ValueError, OverflowError):
             # The value itself is not repeated: a tenant file is untrusted input that ends up in CI logs.
-            self.report.add(ERROR, _loc(self.file, node.start_mark), _render(path),
-                            f"cannot read this value as {node.tag.rsplit(':', 1)[-1]}; quote it to give text",
-                            rule=R_VALUE)
+            self.report.add(
+                ERROR,
+                _loc(self.file, node.start_mark),
+                _render(path),
+                f"cannot read this value as {node.tag.rsplit(':', 1)[-1]}; quote it to give text",
+                rule=R_VALUE,
+            )
             return node.value
         if isinstance(value, float):
             if not math.isfinite(value):
-                self.report.add(ERROR, _loc(self.file, node.start_mark), _render(path),
-                                f"{node.value} is not a finite number; give a number such as 1.5", rule=R_NUMBER)
+                self.report.add(
+                    ERROR,
+                    _loc(self.file, node.start_mark),
+                    _render(path),
+                    f"{node.value} is not a finite number; give a number such as 1.5",
+                    rule=R_NUMBER,
+                )
                 return None
             # 8.0 is 8: integer fields (counts, indices, quotas) then never see a float later on.
             if value.is_integer() and path[:3] != _VERBATIM:
@@ -278,12 +326,17 @@ def _document_start(text: str, file_label: str, mark) -> Location:
 
 def _empty_document(node) -> bool:
     """A document with nothing in it: what a trailing `---` (or a lone `---`) leaves."""
-    return isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null" and node.value == "" \
+    return (
+        isinstance(node, yaml.ScalarNode)
+        and node.tag == "tag:yaml.org,2002:null"
+        and node.value == ""
         and not node.style
+    )
 
 
-def load_yaml_file(path: Path, file_label: str, source: SourceMap, report: Report,
-                   base_path: Path_ = (), raw: bytes | None = None) -> tuple[bool, Any]:
+def load_yaml_file(
+    path: Path, file_label: str, source: SourceMap, report: Report, base_path: Path_ = (), raw: bytes | None = None
+) -> tuple[bool, Any]:
     """Parse one YAML file (or RAW, its bytes already read). Returns (ok, data); problems go to report.
 
     A file holds one document. A `---` before it, and an empty document after it (a trailing `---`), are
@@ -302,9 +355,14 @@ def load_yaml_file(path: Path, file_label: str, source: SourceMap, report: Repor
         return False, None
     except UnicodeDecodeError as exc:
         line, col = _position(data, exc.start)
-        report.add(ERROR, Location(file_label, line, col), "",
-                   f"not UTF-8 text: byte 0x{data[exc.start]:02X} here is not valid UTF-8 ({exc.reason}); "
-                   "save the file as UTF-8", rule=R_UNREADABLE)
+        report.add(
+            ERROR,
+            Location(file_label, line, col),
+            "",
+            f"not UTF-8 text: byte 0x{data[exc.start]:02X} here is not valid UTF-8 ({exc.reason}); "
+            "save the file as UTF-8",
+            rule=R_UNREADABLE,
+        )
         return False, None
     except OSError as exc:
         report.add(ERROR, start, "", f"cannot read file: {exc.strerror}", rule=R_UNREADABLE)
@@ -327,9 +385,14 @@ def load_yaml_file(path: Path, file_label: str, source: SourceMap, report: Repor
         before = text[: exc.position]
         where = Location(file_label, before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1)
         char = exc.character if isinstance(exc.character, str) else chr(exc.character)
-        report.add(ERROR, where, "", f"invalid YAML: character U+{ord(char):04X} is not allowed ({exc.reason}); "
-                                     "remove it, or write it as an escape inside a double-quoted string",
-                   rule=R_SYNTAX)
+        report.add(
+            ERROR,
+            where,
+            "",
+            f"invalid YAML: character U+{ord(char):04X} is not allowed ({exc.reason}); "
+            "remove it, or write it as an escape inside a double-quoted string",
+            rule=R_SYNTAX,
+        )
         return False, None
     except yaml.YAMLError:
         report.add(ERROR, start, "", "invalid YAML", rule=R_SYNTAX)
@@ -338,27 +401,44 @@ def load_yaml_file(path: Path, file_label: str, source: SourceMap, report: Repor
         report.add(ERROR, start, "", "invalid YAML: values are nested too deeply to read", rule=R_SYNTAX)
         return False, None
     if len(documents) > 1:
-        report.add(ERROR, _document_start(text, file_label, documents[1].start_mark), "",
-                   "invalid YAML: expected one document, but found another document; a file holds one spec "
-                   "or one tenant (a trailing `---` alone is fine)", rule=R_DOCUMENTS)
+        report.add(
+            ERROR,
+            _document_start(text, file_label, documents[1].start_mark),
+            "",
+            "invalid YAML: expected one document, but found another document; a file holds one spec "
+            "or one tenant (a trailing `---` alone is fine)",
+            rule=R_DOCUMENTS,
+        )
         return False, None
     node = documents[0] if documents else None
     if node is None:
         report.add(ERROR, start, "", "file is empty; expected a YAML mapping", rule=R_NO_MAPPING)
         return False, None
     if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
-        report.add(ERROR, _loc(file_label, node.start_mark), "",
-                   "the file holds only an empty value (null); expected a YAML mapping", rule=R_NO_MAPPING)
+        report.add(
+            ERROR,
+            _loc(file_label, node.start_mark),
+            "",
+            "the file holds only an empty value (null); expected a YAML mapping",
+            rule=R_NO_MAPPING,
+        )
         return False, None
     builder = _Builder(file_label, source, report)
     try:
         return True, builder.build(node, base_path)
     except _TooLarge:
-        report.add(ERROR, start, "", f"aliases expand this file to more than {MAX_VALUES:,} values; "
-                                     "write the values out instead of nesting aliases", rule=R_ALIAS)
+        report.add(
+            ERROR,
+            start,
+            "",
+            f"aliases expand this file to more than {MAX_VALUES:,} values; "
+            "write the values out instead of nesting aliases",
+            rule=R_ALIAS,
+        )
     except RecursionError:
-        report.add(ERROR, start, "", "values are nested too deeply to read; a spec needs only a few levels",
-                   rule=R_SYNTAX)
+        report.add(
+            ERROR, start, "", "values are nested too deeply to read; a spec needs only a few levels", rule=R_SYNTAX
+        )
     return False, None
 
 
@@ -408,11 +488,15 @@ def _inside(path: Path, root: Path) -> bool:
 def _escapes(entry: str) -> str | None:
     """Why an entry may point outside the stack directory by its spelling alone, or None."""
     if Path(entry).is_absolute() or entry.startswith("~"):
-        return ("is an absolute path; tenant files must live inside the stack directory, so give a path "
-                "relative to the spec, such as tenants/")
+        return (
+            "is an absolute path; tenant files must live inside the stack directory, so give a path "
+            "relative to the spec, such as tenants/"
+        )
     if ".." in Path(entry).parts:
-        return ('climbs out of the stack directory with ".."; tenant files must live inside it, so give a path '
-                "below the spec's directory, such as tenants/")
+        return (
+            'climbs out of the stack directory with ".."; tenant files must live inside it, so give a path '
+            "below the spec's directory, such as tenants/"
+        )
     return None
 
 
@@ -427,7 +511,7 @@ def _tenant_files(entry: str, base: Path) -> tuple[list[Found], list[Path]] | st
     so that the caller can say so (a tenant file nobody reads is a quota that silently vanished)."""
     if "\0" in entry:
         return "contains a NUL character; give a path such as tenants/"
-    target = (base / entry)
+    target = base / entry
     try:
         if target.is_dir():
             return _directory_files(target)
@@ -485,18 +569,28 @@ def _include_tenants(data: dict, spec_path: Path, cwd: Path, source: SourceMap, 
             report.add(ERROR, where, at, f'"{entry}" {escape}', rule=R_PATH_ESCAPES)
             continue
         if (base / entry).exists() and not _inside(base / entry, root):
-            report.add(ERROR, where, at, f'"{entry}" resolves (through a symlink) to a place outside the stack '
-                       "directory; it is not read. Tenant files must live inside the stack directory",
-                       rule=R_OUTSIDE_STACK)
+            report.add(
+                ERROR,
+                where,
+                at,
+                f'"{entry}" resolves (through a symlink) to a place outside the stack '
+                "directory; it is not read. Tenant files must live inside the stack directory",
+                rule=R_OUTSIDE_STACK,
+            )
             continue
         found = _tenant_files(entry, base)
         if isinstance(found, str):
             report.add(ERROR, where, at, f'"{entry}" {found}', rule=R_INCLUDE)
             continue
         if found is None:
-            report.add(ERROR, where, at,
-                       f'"{entry}" matches no file or directory (relative to {base or "."}); '
-                       "give a directory of tenant files, a glob such as tenants/*.yaml, or a file", rule=R_INCLUDE)
+            report.add(
+                ERROR,
+                where,
+                at,
+                f'"{entry}" matches no file or directory (relative to {base or "."}); '
+                "give a directory of tenant files, a glob such as tenants/*.yaml, or a file",
+                rule=R_INCLUDE,
+            )
             continue
         files, skipped = found
         for path in skipped:
@@ -504,21 +598,34 @@ def _include_tenants(data: dict, spec_path: Path, cwd: Path, source: SourceMap, 
             if path.is_symlink() and _is_yaml(path) and not path.exists():
                 report.add(WARNING, where, at, f"{shown} is a symlink to nothing and is not read", rule=R_DISCOVERY)
             elif path.is_dir():
-                report.add(WARNING, where, at, f'{shown}/ is a subdirectory and is not read (a directory entry reads '
-                           f'only the files directly in it); add "{entry.rstrip("/")}/{path.name}/" to tenantFiles, '
-                           f'or use a glob such as "{entry.rstrip("/")}/**/*.yaml"', rule=R_DISCOVERY)
+                report.add(
+                    WARNING,
+                    where,
+                    at,
+                    f"{shown}/ is a subdirectory and is not read (a directory entry reads "
+                    f'only the files directly in it); add "{entry.rstrip("/")}/{path.name}/" to tenantFiles, '
+                    f'or use a glob such as "{entry.rstrip("/")}/**/*.yaml"',
+                    rule=R_DISCOVERY,
+                )
             else:
-                report.add(WARNING, where, at, f"{shown} is not read: tenant files end in .yaml or .yml",
-                           rule=R_DISCOVERY)
+                report.add(
+                    WARNING, where, at, f"{shown} is not read: tenant files end in .yaml or .yml", rule=R_DISCOVERY
+                )
         for path, resolved, named in files:
             # The label is the file as named (a symlink shows as the link, never as where it points).
             text = str(named)
-            label = text[len(cwd_prefix):] if text.startswith(cwd_prefix) else str(path)
+            label = text[len(cwd_prefix) :] if text.startswith(cwd_prefix) else str(path)
             if not str(resolved).startswith(root_prefix):
                 # Never read, never quoted: it may be anything (a credentials file, a device).
-                report.add(ERROR, where, at, f"{label} resolves (through a symlink) to a file outside the stack "
-                           "directory; it is not read. Tenant files must live inside the stack directory: copy the "
-                           "file in instead of linking it", rule=R_OUTSIDE_STACK)
+                report.add(
+                    ERROR,
+                    where,
+                    at,
+                    f"{label} resolves (through a symlink) to a file outside the stack "
+                    "directory; it is not read. Tenant files must live inside the stack directory: copy the "
+                    "file in instead of linking it",
+                    rule=R_OUTSIDE_STACK,
+                )
                 continue
             if resolved in seen:
                 continue

@@ -3,6 +3,7 @@
 ("tenants", 3, "gpus", "nvidia.com/gpu") becomes tenants[team-a].gpus["nvidia.com/gpu"] when the data
 is at hand (list items are named by their `name`), else tenants[3].gpus["nvidia.com/gpu"].
 """
+
 from __future__ import annotations
 
 import re

@@ -1,4 +1,5 @@
 """The JSON Schema of the spec, and schema errors turned into located, human diagnostics."""
+
 from __future__ import annotations
 
 import functools
@@ -26,24 +27,29 @@ SCHEMA_RULE = "GP010"  # documented in gpupool/rules/loading.py
 DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 _PATTERN_HINTS = {
     DNS_LABEL_PATTERN: "must be a DNS-1123 label: lowercase letters, digits and '-', starting and ending "
-                       "with a letter or digit, at most 63 characters",
+    "with a letter or digit, at most 63 characters",
     "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$": "must be a valid Kubernetes label value: letters, digits, "
-                       "'-', '_' and '.', starting and ending with a letter or digit, at most 63 characters",
+    "'-', '_' and '.', starting and ending with a letter or digit, at most 63 characters",
     "^nvidia\\.com/": "must be an NVIDIA resource name starting with nvidia.com/",
-    "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$":
-        "must be a valid Kubernetes label key: an optional DNS prefix and one '/', then a name of at most 63 "
-        "letters, digits, '-', '_' and '.' starting and ending with a letter or digit (e.g. team or "
-        "example.com/team)",
+    "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$": "must be a valid Kubernetes label key: an optional DNS prefix and one '/', then a name of at most 63 "
+    "letters, digits, '-', '_' and '.' starting and ending with a letter or digit (e.g. team or "
+    "example.com/team)",
     "^v?[0-9]+\\.[0-9]+\\.[0-9]+(-[0-9A-Za-z.-]+)?$": "must be a chart version such as v26.7.0 (a pinned "
-        "MAJOR.MINOR.PATCH, optionally with a v prefix and a -suffix)",
-    "^[+]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][-+]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$":
-        "must be a Kubernetes quantity: a number with an optional suffix n, u, m, k, M, G, T, P, E, Ki, Mi, Gi, "
-        "Ti, Pi, Ei or an exponent such as e3 (examples: 500m, 2, 1.5, 512Mi, 16Gi, 250n)",
+    "MAJOR.MINOR.PATCH, optionally with a v prefix and a -suffix)",
+    "^[+]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][-+]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$": "must be a Kubernetes quantity: a number with an optional suffix n, u, m, k, M, G, T, P, E, Ki, Mi, Gi, "
+    "Ti, Pi, Ei or an exponent such as e3 (examples: 500m, 2, 1.5, 512Mi, 16Gi, 250n)",
     "^nvidia\\.com/[A-Za-z0-9][-A-Za-z0-9_.+]*$": "must be an NVIDIA resource name such as nvidia.com/gpu, "
-                       "nvidia.com/mig-1g.10gb or nvidia.com/gpu.shared",
+    "nvidia.com/mig-1g.10gb or nvidia.com/gpu.shared",
 }
-_TYPE_NAMES = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "a whole number",
-               "number": "a number", "boolean": "true or false", "null": "empty"}
+_TYPE_NAMES = {
+    "object": "a mapping",
+    "array": "a list",
+    "string": "a string",
+    "integer": "a whole number",
+    "number": "a number",
+    "boolean": "true or false",
+    "null": "empty",
+}
 
 
 @functools.lru_cache(maxsize=1)
@@ -100,8 +106,9 @@ def _rs_errors(instance: Any) -> Iterator[Any]:
             inner = e.kind.error
             spath = tuple(inner.schema_path)
             sub, value = _at(spath)
-            yield _SchemaError(inner.kind.name, value, inner.instance, tuple(e.instance_path), sub, spath,
-                               inner.message)
+            yield _SchemaError(
+                inner.kind.name, value, inner.instance, tuple(e.instance_path), sub, spath, inner.message
+            )
             continue
         spath = tuple(e.schema_path)
         if kind == "required":  # one error per missing key; jsonschema reports the keyword once
@@ -156,7 +163,11 @@ def check(loaded: LoadedSpec, report: Report) -> set[tuple]:
 def _errors(data: Any) -> Iterator[tuple[tuple, bool, str]]:
     """(path, points_at_key, message) per schema error, most specific first."""
     if not isinstance(data, dict):
-        yield (), False, f"the spec must be a mapping with keys apiVersion, kind, cluster, nodePools; got {_describe(data)}"
+        yield (
+            (),
+            False,
+            f"the spec must be a mapping with keys apiVersion, kind, cluster, nodePools; got {_describe(data)}",
+        )
         return
     for error in _iter_errors(data):
         yield from _humanize(error)
@@ -181,8 +192,15 @@ def _humanize(error) -> Iterator[tuple[tuple, bool, str]]:
         extras = [k for k in value if k not in error.schema.get("properties", {})]
         for key in extras:
             hint = did_you_mean(key, allowed)
-            yield path + (key,), True, (f'unknown key "{key}"{hint}; valid keys here: {one_of(allowed)}'
-                                        if allowed else f'unknown key "{key}"')
+            yield (
+                path + (key,),
+                True,
+                (
+                    f'unknown key "{key}"{hint}; valid keys here: {one_of(allowed)}'
+                    if allowed
+                    else f'unknown key "{key}"'
+                ),
+            )
     elif kind == "required":
         missing = error.validator_value
         absent = [k for k in missing if k not in value]
@@ -192,33 +210,57 @@ def _humanize(error) -> Iterator[tuple[tuple, bool, str]]:
             yield path, False, (f'missing required key "{key}"{example} (required here: {", ".join(missing)})')
     elif kind == "type":
         hint = ""
-        wants_text = "string" in (error.validator_value if isinstance(error.validator_value, list)
-                                  else [error.validator_value])
+        wants_text = "string" in (
+            error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        )
         if wants_text and isinstance(value, bool):
-            hint = " (YAML reads unquoted yes/no/on/off/true/false as true or false: quote the text, e.g. \"no\")"
+            hint = ' (YAML reads unquoted yes/no/on/off/true/false as true or false: quote the text, e.g. "no")'
         elif wants_text and isinstance(value, (int, float)):
             hint = f' (YAML reads it as a number: quote it to give text, e.g. "{value}")'
         yield path, False, f"expected {_expected(error.validator_value)}, got {_describe(value)}{hint}"
     elif kind == "enum":
         choices = ", ".join(str(c) for c in error.validator_value)
-        yield path, False, f"{_describe(value)} is not allowed{did_you_mean(value, map(str, error.validator_value))}; use one of: {choices}"
+        yield (
+            path,
+            False,
+            f"{_describe(value)} is not allowed{did_you_mean(value, map(str, error.validator_value))}; use one of: {choices}",
+        )
     elif kind == "const":
         yield path, False, f'expected "{error.validator_value}", got {_describe(value)}'
     elif kind == "pattern":
         hint = _PATTERN_HINTS.get(error.validator_value, f"must match {error.validator_value}")
         yield path, False, f"{_describe(value)} {hint}"
     elif kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        word = {"minimum": "at least", "maximum": "at most",
-                "exclusiveMinimum": "greater than", "exclusiveMaximum": "less than"}[kind]
+        word = {
+            "minimum": "at least",
+            "maximum": "at most",
+            "exclusiveMinimum": "greater than",
+            "exclusiveMaximum": "less than",
+        }[kind]
         extra = ""
         if path and path[-1] == "replicas" and kind == "minimum":
             extra = " (1 replica is no sharing: remove the block to turn sharing off)"
-        yield path, False, f"{_describe(value)} is too {'small' if 'inimum' in kind else 'large'}; must be {word} {error.validator_value}{extra}"
+        yield (
+            path,
+            False,
+            f"{_describe(value)} is too {'small' if 'inimum' in kind else 'large'}; must be {word} {error.validator_value}{extra}",
+        )
     elif kind in ("minLength", "maxLength"):
-        yield path, False, (f"{_describe(value)} is empty; give a value" if kind == "minLength" and not value
-                            else f"{_describe(value)} must be {'at least' if kind == 'minLength' else 'at most'} "
-                                 f"{error.validator_value} characters long")
+        yield (
+            path,
+            False,
+            (
+                f"{_describe(value)} is empty; give a value"
+                if kind == "minLength" and not value
+                else f"{_describe(value)} must be {'at least' if kind == 'minLength' else 'at most'} "
+                f"{error.validator_value} characters long"
+            ),
+        )
     elif kind in ("minItems", "minProperties"):
-        yield path, False, f"must not be empty (at least {error.validator_value} entr{'y' if error.validator_value == 1 else 'ies'})"
+        yield (
+            path,
+            False,
+            f"must not be empty (at least {error.validator_value} entr{'y' if error.validator_value == 1 else 'ies'})",
+        )
     else:
         yield path, False, error.message

@@ -5,6 +5,7 @@
 The value is relative to the project directory, which is where `pulumi up` runs the program from, so the
 CLI and `pulumi up` read the same file.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,22 +50,26 @@ def stack_spec(stack: str, cwd: Path | None = None) -> str:
         raise SpecNotFound(f"--stack {stack!r}: give a stack name such as dev (as in `pulumi stack select dev`)")
     project_file = find_project(cwd.resolve())
     if project_file is None:
-        raise SpecNotFound(f"--stack {stack}: no Pulumi.yaml in {cwd} or above it; run from the Pulumi project, "
-                           "or pass the spec path")
+        raise SpecNotFound(
+            f"--stack {stack}: no Pulumi.yaml in {cwd} or above it; run from the Pulumi project, or pass the spec path"
+        )
     project = _read_yaml(project_file, "the Pulumi project")
     project_dir = project_file.parent
     name = project.get("name") or "gpupool"
     config_dir = project_dir / str(project.get("stackConfigDir") or ".")
     stack_file = config_dir / f"Pulumi.{stack}.yaml"
     if not stack_file.is_file():
-        known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in config_dir.glob("Pulumi.*.yaml"))
-        raise SpecNotFound(f"--stack {stack}: no {_rel(stack_file, cwd)}"
-                           + (f"; stacks: {', '.join(known)}" if known else ""))
+        known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in config_dir.glob("Pulumi.*.yaml"))
+        raise SpecNotFound(
+            f"--stack {stack}: no {_rel(stack_file, cwd)}" + (f"; stacks: {', '.join(known)}" if known else "")
+        )
     config = _read_yaml(stack_file, "the stack settings").get("config") or {}
     value = config.get(f"{name}:{CONFIG_KEY}") if isinstance(config, dict) else None
     if not isinstance(value, str) or not value:
-        raise SpecNotFound(f"{_rel(stack_file, cwd)}: no {name}:{CONFIG_KEY} setting (a spec path, such as "
-                           f"stacks/{stack}/spec.yaml); set it with `pulumi config set {CONFIG_KEY} PATH`")
+        raise SpecNotFound(
+            f"{_rel(stack_file, cwd)}: no {name}:{CONFIG_KEY} setting (a spec path, such as "
+            f"stacks/{stack}/spec.yaml); set it with `pulumi config set {CONFIG_KEY} PATH`"
+        )
     return _rel(project_dir / value, cwd)
 
 

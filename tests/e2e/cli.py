@@ -8,6 +8,7 @@ what CI runs: ``pulumi login``, ``stack select --create``, ``config set``, ``pre
 PATH holds the toolchain's bin dir and the system directories only, NOT the project venv: putting the
 venv first is the script's job (see toolchain/README.md, the language host's caveat).
 """
+
 from __future__ import annotations
 
 import json
@@ -22,12 +23,25 @@ REPO = Path(__file__).resolve().parents[2]
 STUB_CHART = REPO / "tests" / "charts" / "gpu-operator-stub"
 SCRIPT = Path("ci") / "pulumi-stack.sh"
 # Not part of the Pulumi project a user deploys (and large or machine-specific).
-_NOT_COPIED = shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.egg-info", ".pytest_cache",
-                                     ".hypothesis", "tests", "bench", "out", "rendered", ".pulumi")
+_NOT_COPIED = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    "__pycache__",
+    "*.egg-info",
+    ".pytest_cache",
+    ".hypothesis",
+    "tests",
+    "bench",
+    "out",
+    "rendered",
+    ".pulumi",
+)
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 MANAGED = "app.kubernetes.io/managed-by=gpupool"
-MANAGED_KINDS = ("namespaces,resourcequotas,limitranges,rolebindings,configmaps,daemonsets,"
-                 "priorityclasses,clusterroles,validatingadmissionpolicies,validatingadmissionpolicybindings")
+MANAGED_KINDS = (
+    "namespaces,resourcequotas,limitranges,rolebindings,configmaps,daemonsets,"
+    "priorityclasses,clusterroles,validatingadmissionpolicies,validatingadmissionpolicybindings"
+)
 
 
 def provider_version() -> str:
@@ -40,8 +54,16 @@ def provider_version() -> str:
 class CliProject:
     """``root/project`` (the copy), ``root/state`` (file backend), ``root/home`` (PULUMI_HOME)."""
 
-    def __init__(self, bin_dir: Path, kubeconfig: Path, root: Path, *, stack: str = "dev",
-                 backend_query: str = "metadata=skip", spec: str | None = None):
+    def __init__(
+        self,
+        bin_dir: Path,
+        kubeconfig: Path,
+        root: Path,
+        *,
+        stack: str = "dev",
+        backend_query: str = "metadata=skip",
+        spec: str | None = None,
+    ):
         self.bin_dir, self.stack = bin_dir, stack
         self.dir = root / "project"
         shutil.copytree(REPO, self.dir, ignore=_NOT_COPIED)
@@ -67,8 +89,11 @@ class CliProject:
         }
         # Engine settings to try a route with (e.g. the fault tests under PULUMI_SKIP_CHECKPOINTS=true).
         self.env.update({k: os.environ[k] for k in ("PULUMI_SKIP_CHECKPOINTS", "PULUMI_PARALLEL") if k in os.environ})
-        self.config = [f"gpupool:kubeconfig={kubeconfig}", f"gpupool:operatorChartPath={STUB_CHART}",
-                       "gpupool:skipAwait=true"] + ([f"gpupool:spec={spec}"] if spec else [])
+        self.config = [
+            f"gpupool:kubeconfig={kubeconfig}",
+            f"gpupool:operatorChartPath={STUB_CHART}",
+            "gpupool:skipAwait=true",
+        ] + ([f"gpupool:spec={spec}"] if spec else [])
 
     # ---------------------------------------------------------------- the recipe
     def _argv(self, op: str) -> list[str]:
@@ -79,14 +104,28 @@ class CliProject:
 
     def run(self, op: str, *, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
         """``ci/pulumi-stack.sh ... STACK OP``; stdout and stderr merged into ``.stdout``."""
-        return subprocess.run(self._argv(op), cwd=self.dir, env={**self.env, **(env or {})}, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+        return subprocess.run(
+            self._argv(op),
+            cwd=self.dir,
+            env={**self.env, **(env or {})},
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=timeout,
+        )
 
     def start(self, op: str, *, env: dict | None = None) -> subprocess.Popen:
         """The same, in the background (own process group), output to ``root/<op>-<n>.log``."""
         log = open(self.dir.parent / f"{op}-{time.monotonic_ns()}.log", "w+")
-        p = subprocess.Popen(self._argv(op), cwd=self.dir, env={**self.env, **(env or {})}, text=True,
-                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        p = subprocess.Popen(
+            self._argv(op),
+            cwd=self.dir,
+            env={**self.env, **(env or {})},
+            text=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         p.log = log  # type: ignore[attr-defined]
         return p
 
@@ -97,8 +136,14 @@ class CliProject:
 
     # ---------------------------------------------------------------- plain CLI (no venv on PATH)
     def pulumi(self, *args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-        return subprocess.run([str(self.bin_dir / "pulumi"), *args, "--stack", self.stack], cwd=self.dir,
-                              env={**self.env, **(env or {})}, text=True, capture_output=True, timeout=timeout)
+        return subprocess.run(
+            [str(self.bin_dir / "pulumi"), *args, "--stack", self.stack],
+            cwd=self.dir,
+            env={**self.env, **(env or {})},
+            text=True,
+            capture_output=True,
+            timeout=timeout,
+        )
 
     def export(self) -> dict:
         p = self.pulumi("stack", "export")
@@ -130,8 +175,8 @@ def pulumi_pid(p: subprocess.Popen) -> int | None:
             stat = (d / "stat").read_text()
         except OSError:
             continue
-        comm = stat[stat.index("(") + 1:stat.rindex(")")]
-        pgrp = int(stat[stat.rindex(")") + 2:].split()[2])
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        pgrp = int(stat[stat.rindex(")") + 2 :].split()[2])
         if comm == "pulumi" and pgrp == p.pid:
             return int(d.name)
     return None
@@ -147,6 +192,7 @@ def sigkill_pulumi(p: subprocess.Popen, timeout: float = 60) -> None:
 
 # ---------------------------------------------------------------- what converged means
 
+
 def state_objects(deployment: dict) -> list[tuple[str, str, str]]:
     """(kind, namespace, name) of every object the state says gpupool manages (its managed-by label)."""
     out = []
@@ -161,5 +207,8 @@ def state_objects(deployment: dict) -> list[tuple[str, str, str]]:
 def cluster_objects(control_plane) -> list[tuple[str, str, str]]:
     """(kind, namespace, name) of every object in the cluster that carries gpupool's managed-by label."""
     items = control_plane.get_json(MANAGED_KINDS, "-A", "-l", MANAGED, timeout=120)["items"]
-    return [(i["kind"], i["metadata"].get("namespace", ""), i["metadata"]["name"]) for i in items
-            if not i["metadata"].get("deletionTimestamp")]
+    return [
+        (i["kind"], i["metadata"].get("namespace", ""), i["metadata"]["name"])
+        for i in items
+        if not i["metadata"].get("deletionTimestamp")
+    ]

@@ -41,9 +41,13 @@ ADMISSION_PLUGINS = ("NamespaceLifecycle", "LimitRanger", "Priority", "ResourceQ
 DISABLED_ADMISSION = ("ServiceAccount",)
 # Controllers: namespace deletion/finalisation, quota status, default service accounts, GC of
 # dependents (ownerReferences), aggregated ClusterRoles.
-CONTROLLERS = ("namespace-controller", "resourcequota-controller", "serviceaccount-controller",
-               "clusterrole-aggregation-controller",
-               "garbage-collector-controller")
+CONTROLLERS = (
+    "namespace-controller",
+    "resourcequota-controller",
+    "serviceaccount-controller",
+    "clusterrole-aggregation-controller",
+    "garbage-collector-controller",
+)
 
 
 class ControlPlaneError(RuntimeError):
@@ -71,23 +75,74 @@ class _PKI:
         self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
         self.ca_crt, self.ca_key = self.dir / "ca.crt", self.dir / "ca.key"
-        _run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-              "-subj", "/CN=gpupool-e2e-ca", "-keyout", str(self.ca_key), "-out", str(self.ca_crt)])
+        _run(
+            [
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=gpupool-e2e-ca",
+                "-keyout",
+                str(self.ca_key),
+                "-out",
+                str(self.ca_crt),
+            ]
+        )
 
     def issue(self, name: str, cn: str, orgs: Iterable[str] = (), server: bool = False) -> tuple[Path, Path]:
         key, csr, crt, ext = (self.dir / f"{name}.{s}" for s in ("key", "csr", "crt", "ext"))
         subj = "".join(f"/O={o}" for o in orgs) + f"/CN={cn}"
-        _run(["openssl", "req", "-new", "-newkey", "rsa:2048", "-nodes", "-subj", subj,
-              "-keyout", str(key), "-out", str(csr)])
+        _run(
+            [
+                "openssl",
+                "req",
+                "-new",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                subj,
+                "-keyout",
+                str(key),
+                "-out",
+                str(csr),
+            ]
+        )
         lines = ["basicConstraints=critical,CA:FALSE", "keyUsage=critical,digitalSignature,keyEncipherment"]
         if server:
-            lines += ["extendedKeyUsage=serverAuth",
-                      "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default"]
+            lines += [
+                "extendedKeyUsage=serverAuth",
+                "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default",
+            ]
         else:
             lines += ["extendedKeyUsage=clientAuth"]
         ext.write_text("\n".join(lines) + "\n")
-        _run(["openssl", "x509", "-req", "-in", str(csr), "-CA", str(self.ca_crt), "-CAkey", str(self.ca_key),
-              "-CAcreateserial", "-days", "2", "-sha256", "-extfile", str(ext), "-out", str(crt)])
+        _run(
+            [
+                "openssl",
+                "x509",
+                "-req",
+                "-in",
+                str(csr),
+                "-CA",
+                str(self.ca_crt),
+                "-CAkey",
+                str(self.ca_key),
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-sha256",
+                "-extfile",
+                str(ext),
+                "-out",
+                str(crt),
+            ]
+        )
         return crt, key
 
 
@@ -96,9 +151,16 @@ class ControlPlane:
     ``kubeconfig`` (admin), ``server`` (https URL), ``token`` (admin bearer token), ``ca_file``,
     ``workdir``, ``bin_dir``, ``log_dir``."""
 
-    def __init__(self, bin_dir: str | os.PathLike, *, kubectl: str | None = None,
-                 workdir: str | os.PathLike | None = None, keep_workdir: bool = False,
-                 start_timeout: float = 120.0, extra_apiserver_args: Sequence[str] = ()):
+    def __init__(
+        self,
+        bin_dir: str | os.PathLike,
+        *,
+        kubectl: str | None = None,
+        workdir: str | os.PathLike | None = None,
+        keep_workdir: bool = False,
+        start_timeout: float = 120.0,
+        extra_apiserver_args: Sequence[str] = (),
+    ):
         self.bin_dir = Path(bin_dir)
         for b in BINARIES:
             if not os.access(self.bin_dir / b, os.X_OK):
@@ -172,35 +234,54 @@ class ControlPlane:
         # etcd
         etcd_port, peer_port = free_port(), free_port()
         etcd_url = f"http://127.0.0.1:{etcd_port}"
-        self._spawn("etcd", [
-            str(self.bin_dir / "etcd"), "--name=e2e", f"--data-dir={self.workdir / 'etcd'}",
-            f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
-            f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
-            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
-            f"--initial-cluster=e2e=http://127.0.0.1:{peer_port}",
-            "--unsafe-no-fsync", "--log-level=warn"])
+        self._spawn(
+            "etcd",
+            [
+                str(self.bin_dir / "etcd"),
+                "--name=e2e",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-cluster=e2e=http://127.0.0.1:{peer_port}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
         self._probes["etcd"] = lambda: self._http_ok(f"{etcd_url}/health", tls=False)
         self._wait("etcd", self._probes["etcd"], deadline)
 
         # kube-apiserver
         api_port = free_port()
         self.server = f"https://127.0.0.1:{api_port}"
-        self._spawn("kube-apiserver", [
-            str(self.bin_dir / "kube-apiserver"),
-            f"--etcd-servers={etcd_url}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
-            "--endpoint-reconciler-type=none",
-            f"--cert-dir={self.workdir / 'apiserver-certs'}",
-            f"--tls-cert-file={srv_crt}", f"--tls-private-key-file={srv_key}",
-            f"--client-ca-file={pki.ca_crt}", f"--token-auth-file={tokens}",
-            "--authorization-mode=RBAC", "--anonymous-auth=true",
-            f"--enable-admission-plugins={','.join(ADMISSION_PLUGINS)}",
-            f"--disable-admission-plugins={','.join(DISABLED_ADMISSION)}",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={sa_pub}", f"--service-account-signing-key-file={sa_key}",
-            "--service-cluster-ip-range=10.96.0.0/24",
-            "--profiling=false", "--v=1",
-            *self.extra_apiserver_args])
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(self.bin_dir / "kube-apiserver"),
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                "--endpoint-reconciler-type=none",
+                f"--cert-dir={self.workdir / 'apiserver-certs'}",
+                f"--tls-cert-file={srv_crt}",
+                f"--tls-private-key-file={srv_key}",
+                f"--client-ca-file={pki.ca_crt}",
+                f"--token-auth-file={tokens}",
+                "--authorization-mode=RBAC",
+                "--anonymous-auth=true",
+                f"--enable-admission-plugins={','.join(ADMISSION_PLUGINS)}",
+                f"--disable-admission-plugins={','.join(DISABLED_ADMISSION)}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={sa_pub}",
+                f"--service-account-signing-key-file={sa_key}",
+                "--service-cluster-ip-range=10.96.0.0/24",
+                "--profiling=false",
+                "--v=1",
+                *self.extra_apiserver_args,
+            ],
+        )
         self._ssl = ssl.create_default_context(cafile=str(pki.ca_crt))
         self._probes["kube-apiserver"] = lambda: self._http_ok(f"{self.server}/readyz")
         self._wait("kube-apiserver", self._probes["kube-apiserver"], deadline)
@@ -212,18 +293,27 @@ class ControlPlane:
 
         # kube-controller-manager
         kcm_port = free_port()
-        self._spawn("kube-controller-manager", [
-            str(self.bin_dir / "kube-controller-manager"),
-            f"--kubeconfig={kcm_kubeconfig}",
-            f"--authentication-kubeconfig={kcm_kubeconfig}", f"--authorization-kubeconfig={kcm_kubeconfig}",
-            "--bind-address=127.0.0.1", f"--secure-port={kcm_port}",
-            f"--cert-dir={self.workdir / 'kcm-certs'}",
-            f"--controllers={','.join(CONTROLLERS)}",
-            "--use-service-account-credentials=false", "--leader-elect=false",
-            "--resource-quota-sync-period=15s", "--concurrent-resource-quota-syncs=2",
-            "--v=1"])
-        self._probes["kube-controller-manager"] = lambda: self._http_ok(f"https://127.0.0.1:{kcm_port}/healthz",
-                                                                        verify=False)
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(self.bin_dir / "kube-controller-manager"),
+                f"--kubeconfig={kcm_kubeconfig}",
+                f"--authentication-kubeconfig={kcm_kubeconfig}",
+                f"--authorization-kubeconfig={kcm_kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={kcm_port}",
+                f"--cert-dir={self.workdir / 'kcm-certs'}",
+                f"--controllers={','.join(CONTROLLERS)}",
+                "--use-service-account-credentials=false",
+                "--leader-elect=false",
+                "--resource-quota-sync-period=15s",
+                "--concurrent-resource-quota-syncs=2",
+                "--v=1",
+            ],
+        )
+        self._probes["kube-controller-manager"] = lambda: self._http_ok(
+            f"https://127.0.0.1:{kcm_port}/healthz", verify=False
+        )
         self._wait("kube-controller-manager", self._probes["kube-controller-manager"], deadline)
 
     def stop(self) -> None:
@@ -268,8 +358,14 @@ class ControlPlane:
         log = open(self.log_dir / f"{name}.log", "ab")
         self._logs[name] = log
         self._argv[name] = argv
-        self._procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                             cwd=self.workdir, start_new_session=True)
+        self._procs[name] = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.workdir,
+            start_new_session=True,
+        )
 
     def log_tail(self, name: str, lines: int = 30) -> str:
         try:
@@ -305,17 +401,21 @@ class ControlPlane:
         except (urllib.error.URLError, OSError, ssl.SSLError):
             return False
 
-    def _write_kubeconfig(self, path: Path, user: str, crt: Path | None = None, key: Path | None = None,
-                          token: str | None = None) -> None:
+    def _write_kubeconfig(
+        self, path: Path, user: str, crt: Path | None = None, key: Path | None = None, token: str | None = None
+    ) -> None:
         creds: dict[str, str] = {}
         if crt and key:
             creds = {"client-certificate": str(crt), "client-key": str(key)}
         if token:
             creds["token"] = token
         cfg = {
-            "apiVersion": "v1", "kind": "Config", "preferences": {},
-            "clusters": [{"name": "gpupool-e2e",
-                          "cluster": {"server": self.server, "certificate-authority": str(self.ca_file)}}],
+            "apiVersion": "v1",
+            "kind": "Config",
+            "preferences": {},
+            "clusters": [
+                {"name": "gpupool-e2e", "cluster": {"server": self.server, "certificate-authority": str(self.ca_file)}}
+            ],
             "users": [{"name": user, "user": creds}],
             "contexts": [{"name": f"{user}@gpupool-e2e", "context": {"cluster": "gpupool-e2e", "user": user}}],
             "current-context": f"{user}@gpupool-e2e",
@@ -335,9 +435,16 @@ class ControlPlane:
         return path
 
     # ------------------------------------------------------------------ clients
-    def kubectl(self, *args: str, as_user: str | None = None, as_groups: Iterable[str] = (),
-                kubeconfig: str | os.PathLike | None = None, input: str | None = None,
-                check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+    def kubectl(
+        self,
+        *args: str,
+        as_user: str | None = None,
+        as_groups: Iterable[str] = (),
+        kubeconfig: str | os.PathLike | None = None,
+        input: str | None = None,
+        check: bool = True,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess:
         """Run kubectl against this control plane (admin unless ``as_user``/``as_groups`` impersonate or
         ``kubeconfig`` points elsewhere). Returns the CompletedProcess (text); raises on failure if check."""
         argv = [self.kubectl_bin, f"--kubeconfig={kubeconfig or self.kubeconfig}", f"--request-timeout={int(timeout)}s"]
@@ -356,9 +463,18 @@ class ControlPlane:
         groups = list(groups)
         return lambda *args, **kw: self.kubectl(*args, as_user=user, as_groups=groups, **kw)
 
-    def api(self, method: str, path: str, body: Any = None, *, content_type: str = "application/json",
-            as_user: str | None = None, as_groups: Iterable[str] = (), params: Mapping[str, str] | None = None,
-            timeout: float = 30) -> tuple[int, Any]:
+    def api(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+        as_user: str | None = None,
+        as_groups: Iterable[str] = (),
+        params: Mapping[str, str] | None = None,
+        timeout: float = 30,
+    ) -> tuple[int, Any]:
         """Plain HTTP call with the admin token (optionally impersonating). Returns (status, parsed JSON);
         does not raise on HTTP errors (the Status object is returned instead)."""
         url = self.server + path + (("?" + urllib.parse.urlencode(params)) if params else "")
@@ -382,11 +498,19 @@ class ControlPlane:
         except ValueError:
             return status, raw.decode(errors="replace")
 
-    def apply(self, manifest: str | Mapping | Sequence[Mapping], namespace: str | None = None,
-              check: bool = True, **kw) -> subprocess.CompletedProcess:
+    def apply(
+        self, manifest: str | Mapping | Sequence[Mapping], namespace: str | None = None, check: bool = True, **kw
+    ) -> subprocess.CompletedProcess:
         """``kubectl apply -f -`` (server-side validation)."""
-        text = manifest if isinstance(manifest, str) else json.dumps(
-            manifest if isinstance(manifest, Mapping) else {"apiVersion": "v1", "kind": "List", "items": list(manifest)})
+        text = (
+            manifest
+            if isinstance(manifest, str)
+            else json.dumps(
+                manifest
+                if isinstance(manifest, Mapping)
+                else {"apiVersion": "v1", "kind": "List", "items": list(manifest)}
+            )
+        )
         args = ["apply", "-f", "-"] + (["-n", namespace] if namespace else [])
         return self.kubectl(*args, input=text, check=check, **kw)
 
@@ -405,14 +529,25 @@ class ControlPlane:
             time.sleep(interval)
 
     # ------------------------------------------------------------------ simulated nodes
-    def create_gpu_node(self, name: str, resources: Mapping[str, str | int] | None = None,
-                        labels: Mapping[str, str] | None = None, *, cpu: str = "32", memory: str = "256Gi",
-                        pods: str = "110", ready: bool = True) -> dict:
+    def create_gpu_node(
+        self,
+        name: str,
+        resources: Mapping[str, str | int] | None = None,
+        labels: Mapping[str, str] | None = None,
+        *,
+        cpu: str = "32",
+        memory: str = "256Gi",
+        pods: str = "110",
+        ready: bool = True,
+    ) -> dict:
         """Create a Node object (no kubelet behind it) and set ``status.capacity``/``status.allocatable``
         to cpu/memory/pods plus the given extended resources (e.g. ``{"nvidia.com/gpu": "8"}``) through
         the ``nodes/status`` subresource. Returns the node as stored."""
-        node = {"apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **dict(labels or {})}}}
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **dict(labels or {})}},
+        }
         status, obj = self.api("POST", "/api/v1/nodes", node)
         if status not in (200, 201):
             raise ControlPlaneError(f"creating node {name}: HTTP {status}: {obj}")
@@ -420,16 +555,37 @@ class ControlPlane:
         status, obj = self.api("GET", f"/api/v1/nodes/{name}")
         return obj
 
-    def set_node_resources(self, name: str, resources: Mapping[str, str | int], *, cpu: str = "32",
-                           memory: str = "256Gi", pods: str = "110", ready: bool = True) -> dict:
+    def set_node_resources(
+        self,
+        name: str,
+        resources: Mapping[str, str | int],
+        *,
+        cpu: str = "32",
+        memory: str = "256Gi",
+        pods: str = "110",
+        ready: bool = True,
+    ) -> dict:
         res = {"cpu": cpu, "memory": memory, "pods": pods, **{k: str(v) for k, v in resources.items()}}
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        patch = {"status": {"capacity": res, "allocatable": res,
-                            "conditions": [{"type": "Ready", "status": "True" if ready else "False",
-                                            "reason": "GpupoolE2E", "message": "simulated node",
-                                            "lastHeartbeatTime": now, "lastTransitionTime": now}]}}
-        status, obj = self.api("PATCH", f"/api/v1/nodes/{name}/status", patch,
-                               content_type="application/merge-patch+json")
+        patch = {
+            "status": {
+                "capacity": res,
+                "allocatable": res,
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True" if ready else "False",
+                        "reason": "GpupoolE2E",
+                        "message": "simulated node",
+                        "lastHeartbeatTime": now,
+                        "lastTransitionTime": now,
+                    }
+                ],
+            }
+        }
+        status, obj = self.api(
+            "PATCH", f"/api/v1/nodes/{name}/status", patch, content_type="application/merge-patch+json"
+        )
         if status != 200:
             raise ControlPlaneError(f"patching node {name}/status: HTTP {status}: {obj}")
         return obj
@@ -437,6 +593,7 @@ class ControlPlane:
 
 def _find_kubectl() -> str:
     import sys
+
     cand = Path(sys.executable).parent / "kubectl"
     if os.access(cand, os.X_OK):
         return str(cand)

@@ -29,8 +29,7 @@ def _require() -> bool:
 def _unavailable(reason: str):
     if _require():
         pytest.fail(f"GPUPOOL_REQUIRE_E2E is set but the e2e toolchain is unusable: {reason}", pytrace=False)
-    pytest.skip(f"e2e toolchain unavailable ({reason}); build it with toolchain/build.sh "
-                f"or set GPUPOOL_TOOLCHAIN_BIN")
+    pytest.skip(f"e2e toolchain unavailable ({reason}); build it with toolchain/build.sh or set GPUPOOL_TOOLCHAIN_BIN")
 
 
 def toolchain_bin_dir() -> Path | None:

@@ -10,6 +10,7 @@ The same thread samples every node (labels, unschedulable) every `interval` seco
 changes, so tests can assert on what happened when: how many nodes were pending or cordoned at once, and in
 which order nodes finished. No pytest import: usable from scripts too.
 """
+
 from __future__ import annotations
 
 import threading
@@ -118,8 +119,12 @@ class MigManagerSim:
             self._jobs.append((now + self.pending_delay + self.apply_delay, node, final, config))
 
     def _set_state(self, node: str, state: str) -> None:
-        self.cp.api("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": {STATE: state}}},
-                    content_type="application/merge-patch+json")
+        self.cp.api(
+            "PATCH",
+            f"/api/v1/nodes/{node}",
+            {"metadata": {"labels": {STATE: state}}},
+            content_type="application/merge-patch+json",
+        )
 
     def _run(self) -> None:
         while not self._stop.is_set():

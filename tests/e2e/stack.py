@@ -3,6 +3,7 @@
 The program is gpupool's own (components.program.main) run inline, so no language-host plugin is
 needed; the engine, the kubernetes provider and every step it takes are the real ones.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,8 +30,9 @@ def _program():
 
 
 class E2EStack:
-    def __init__(self, bin_dir: Path, kubeconfig: Path, work: Path, *, spec: Path, chart: Path,
-                 stack_name: str = "dev"):
+    def __init__(
+        self, bin_dir: Path, kubeconfig: Path, work: Path, *, spec: Path, chart: Path, stack_name: str = "dev"
+    ):
         self.work = work
         self._tmp = Path(tempfile.mkdtemp(prefix="gpupool-pulumi-"))
         home = self._tmp / "home"
@@ -50,20 +52,28 @@ class E2EStack:
         os.environ.update({k: v for k, v in env.items() if k != "KUBECONFIG"})
         command = auto.PulumiCommand(root=str(bin_dir.parent), skip_version_check=True)
         self.stack = auto.create_or_select_stack(
-            stack_name, project_name="gpupool", program=_program,
+            stack_name,
+            project_name="gpupool",
+            program=_program,
             opts=auto.LocalWorkspaceOptions(
-                work_dir=str(self._tmp), pulumi_home=str(home), env_vars=env, pulumi_command=command,
+                work_dir=str(self._tmp),
+                pulumi_home=str(home),
+                env_vars=env,
+                pulumi_command=command,
                 secrets_provider="passphrase",
-                project_settings=auto.ProjectSettings(name="gpupool", runtime="python",
-                                                      backend=auto.ProjectBackend(url=f"file://{state}")),
+                project_settings=auto.ProjectSettings(
+                    name="gpupool", runtime="python", backend=auto.ProjectBackend(url=f"file://{state}")
+                ),
             ),
         )
-        self.stack.set_all_config({
-            "gpupool:spec": auto.ConfigValue(str(spec)),
-            "gpupool:kubeconfig": auto.ConfigValue(str(kubeconfig)),
-            "gpupool:operatorChartPath": auto.ConfigValue(str(chart)),
-            "gpupool:skipAwait": auto.ConfigValue("true"),
-        })
+        self.stack.set_all_config(
+            {
+                "gpupool:spec": auto.ConfigValue(str(spec)),
+                "gpupool:kubeconfig": auto.ConfigValue(str(kubeconfig)),
+                "gpupool:operatorChartPath": auto.ConfigValue(str(chart)),
+                "gpupool:skipAwait": auto.ConfigValue("true"),
+            }
+        )
 
     def up(self) -> auto.UpResult:
         return self.stack.up(on_output=lambda _: None, color="never")

@@ -4,6 +4,7 @@ pulumi CLI and the Python language host, with the CI recipe's commands from ``ci
 One dev stack lives through the module, in order: first up, the language host's caveat, a tenant
 onboarding, an invalid spec, a torn state sidecar, destroy.
 """
+
 from __future__ import annotations
 
 import re
@@ -48,8 +49,9 @@ def project(control_plane, cli_toolchain_bin, tmp_path_factory) -> CliProject:
     for name, resources in DEV_NODES.items():
         control_plane.create_gpu_node(name, resources)
     # The file backend as `pulumi login file://DIR` gives it (test_crash_safety.py uses the recommended URL).
-    return CliProject(cli_toolchain_bin, control_plane.kubeconfig, tmp_path_factory.mktemp("cli-path"),
-                      backend_query="")
+    return CliProject(
+        cli_toolchain_bin, control_plane.kubeconfig, tmp_path_factory.mktemp("cli-path"), backend_query=""
+    )
 
 
 def _ok(p: subprocess.CompletedProcess) -> str:
@@ -81,8 +83,9 @@ def test_the_old_language_host_needs_the_venv_on_path(project):
     """The caveat the script works around: without the venv first on PATH, the host this toolchain can
     build (v3.79) runs the program with the system `python` and the Pulumi SDK is not found, even though
     Pulumi.yaml says `virtualenv: .venv` (this CLI sends that option over gRPC, the old host reads flags)."""
-    system_has_sdk = subprocess.run(["python3", "-c", "import pulumi"], env=project.env,
-                                    capture_output=True).returncode == 0
+    system_has_sdk = (
+        subprocess.run(["python3", "-c", "import pulumi"], env=project.env, capture_output=True).returncode == 0
+    )
     if system_has_sdk:
         pytest.skip("the system python has the Pulumi SDK, so the caveat cannot show here")
     p = project.pulumi("preview", "--non-interactive")
@@ -97,8 +100,14 @@ def test_onboarding_one_tenant_previews_exactly_that_tenant_s_objects(project, c
     assert steps, text[-4000:]
     assert set(steps.values()) == {"create"}, steps
     # The component and one object per file gpupool renders for the tenant, nothing else.
-    expected = {"tenant-vision", "tenant-vision-ns", "tenant-vision-gpu-quota", "tenant-vision-priority-guard",
-                "tenant-vision-container-defaults", "tenant-vision-owners"}
+    expected = {
+        "tenant-vision",
+        "tenant-vision-ns",
+        "tenant-vision-gpu-quota",
+        "tenant-vision-priority-guard",
+        "tenant-vision-container-defaults",
+        "tenant-vision-owners",
+    }
     assert set(steps) == expected, steps
     assert re.search(rf"\+ {len(expected)} to create", text), text[-2000:]
     assert not re.search(r"\d+ to (update|delete|replace)", text), text[-2000:]
@@ -153,7 +162,10 @@ def test_destroy_keeps_retained_tenant_namespaces_unless_offboarded(project, con
         assert control_plane.kubectl("get", kind, name, check=False).returncode != 0, (kind, name)
     # The offboarded tenant's file goes (the documented removal); `up` takes the retained objects over again.
     (project.dir / "stacks/dev/tenants/notebooks.yaml").unlink()
-    control_plane.wait_for(lambda: control_plane.kubectl("get", "namespace", "notebooks", check=False).returncode,
-                           timeout=120, what="namespace notebooks finalised")
+    control_plane.wait_for(
+        lambda: control_plane.kubectl("get", "namespace", "notebooks", check=False).returncode,
+        timeout=120,
+        what="namespace notebooks finalised",
+    )
     _ok(project.run("up"))
     assert sorted(state_objects(project.export())) == sorted(cluster_objects(control_plane))

@@ -11,6 +11,7 @@ state (no orphan, no duplicate), and no tenant namespace or quota is lost.
 
 Each test builds on the stack the previous one left (module scope, in order).
 """
+
 from __future__ import annotations
 
 import os
@@ -69,12 +70,19 @@ def assert_converged(project: CliProject, cluster: ControlPlane, doc: dict, run)
     assert not [u for u, n in urns.items() if n > 1], "duplicate resources in the state"
     in_state, in_cluster = Counter(state_objects(deployment)), Counter(cluster_objects(cluster))
     assert not [o for o, n in in_state.items() if n > 1], "an object is managed twice"
-    assert in_state == in_cluster, {"only in cluster (orphans)": sorted(set(in_cluster) - set(in_state))[:20],
-                                    "only in state (lost)": sorted(set(in_state) - set(in_cluster))[:20]}
-    namespaces = {i["metadata"]["name"]: i["status"]["phase"]
-                  for i in cluster.get_json("namespaces", timeout=120)["items"]}
-    quotas = {i["metadata"]["namespace"] for i in cluster.get_json("resourcequotas", "-A", "--field-selector",
-                                                                  "metadata.name=gpu-quota", timeout=120)["items"]}
+    assert in_state == in_cluster, {
+        "only in cluster (orphans)": sorted(set(in_cluster) - set(in_state))[:20],
+        "only in state (lost)": sorted(set(in_state) - set(in_cluster))[:20],
+    }
+    namespaces = {
+        i["metadata"]["name"]: i["status"]["phase"] for i in cluster.get_json("namespaces", timeout=120)["items"]
+    }
+    quotas = {
+        i["metadata"]["namespace"]
+        for i in cluster.get_json("resourcequotas", "-A", "--field-selector", "metadata.name=gpu-quota", timeout=120)[
+            "items"
+        ]
+    }
     lost = [t for t in tenant_names(doc) if namespaces.get(t) != "Active" or t not in quotas]
     assert not lost, f"tenants lost: {lost}"
     assert not project.lock_files(), project.lock_files()
@@ -92,17 +100,33 @@ def wait_for(predicate, timeout: float, what: str, proc=None):
 
 
 def count(cluster: ControlPlane, kind: str, pattern: str = "") -> int:
-    p = cluster.kubectl("get", kind, "-A", "-l", "app.kubernetes.io/managed-by=gpupool", "-o", "name",
-                        "--no-headers", check=False, timeout=60)
+    p = cluster.kubectl(
+        "get",
+        kind,
+        "-A",
+        "-l",
+        "app.kubernetes.io/managed-by=gpupool",
+        "-o",
+        "name",
+        "--no-headers",
+        check=False,
+        timeout=60,
+    )
     if p.returncode != 0:
         return 0
     return len(p.stdout.split()) if not pattern else len(re.findall(pattern, p.stdout))
 
 
 def limit_ranges_with(cluster: ControlPlane, memory: str) -> int:
-    p = cluster.kubectl("get", "limitranges", "-A", "-o",
-                        "jsonpath={range .items[*]}{.spec.limits[0].defaultRequest.memory}{'\\n'}{end}",
-                        check=False, timeout=60)
+    p = cluster.kubectl(
+        "get",
+        "limitranges",
+        "-A",
+        "-o",
+        "jsonpath={range .items[*]}{.spec.limits[0].defaultRequest.memory}{'\\n'}{end}",
+        check=False,
+        timeout=60,
+    )
     return p.stdout.split().count(memory) if p.returncode == 0 else 0
 
 

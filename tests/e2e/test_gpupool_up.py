@@ -4,6 +4,7 @@ One stack lives through the whole module, in the order a platform team would liv
 no-op preview, edits that must be in-place updates, what the API server then enforces, and finally
 removing tenants. Each test builds on the state the previous one left.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,9 @@ def _pod(name: str, resources: dict | None = None, priority_class: str | None = 
 
 
 def _create_pod(control_plane, namespace: str, pod: dict, *, as_user=None, as_groups=()):
-    return control_plane.kubectl("create", "-n", namespace, "-f", "-", input=json.dumps(pod), check=False,
-                                 as_user=as_user, as_groups=as_groups)
+    return control_plane.kubectl(
+        "create", "-n", namespace, "-f", "-", input=json.dumps(pod), check=False, as_user=as_user, as_groups=as_groups
+    )
 
 
 def test_up_creates_the_dev_stack_and_a_second_preview_changes_nothing(stack, control_plane):
@@ -125,9 +127,12 @@ def test_time_slicing_edit_updates_the_config_map_in_place_and_rolls_the_device_
 
 
 def test_mig_layout_edit_updates_the_mig_config_in_place_and_relabels_the_node(stack, control_plane):
-    stack.edit("dev/spec.yaml", "        preset: all-balanced",
-               "        perGpu:\n          - {gpus: [0, 1, 2], preset: all-balanced}\n"
-               "          - {gpus: [3], layout: {1g.10gb: 7}}")
+    stack.edit(
+        "dev/spec.yaml",
+        "        preset: all-balanced",
+        "        perGpu:\n          - {gpus: [0, 1, 2], preset: all-balanced}\n"
+        "          - {gpus: [3], layout: {1g.10gb: 7}}",
+    )
     ops = stack.preview_ops()
     changed = {urn.split("::")[-1]: op for urn, op in ops.items() if op != "same"}
     assert changed.get("mig-config") == "update", changed
@@ -184,15 +189,29 @@ def test_tenant_owner_runs_workloads_but_cannot_change_quotas_or_see_other_tenan
     who = {"as_user": "rita", "as_groups": ["research-admins"]}  # research's owners get the default role, edit
     ok = _create_pod(control_plane, "research", _pod("by-owner", {"nvidia.com/gpu.shared": "1"}), **who)
     assert ok.returncode == 0, ok.stderr
-    out = control_plane.kubectl("patch", "resourcequota", "gpu-quota", "-n", "research", "--type=merge",
-                                "-p", '{"spec":{"hard":{"requests.nvidia.com/gpu.shared":"100"}}}', check=False, **who)
+    out = control_plane.kubectl(
+        "patch",
+        "resourcequota",
+        "gpu-quota",
+        "-n",
+        "research",
+        "--type=merge",
+        "-p",
+        '{"spec":{"hard":{"requests.nvidia.com/gpu.shared":"100"}}}',
+        check=False,
+        **who,
+    )
     assert out.returncode != 0 and "forbidden" in out.stderr.lower(), out.stderr
     out = control_plane.kubectl("delete", "limitrange", "container-defaults", "-n", "research", check=False, **who)
     assert out.returncode != 0 and "forbidden" in out.stderr.lower(), out.stderr
     assert control_plane.kubectl("get", "resourcequota", "-n", "research", check=False, **who).returncode == 0
     # Kubernetes' aggregated edit role: the objects the old hand-written role denied tenants are theirs now.
-    for kind in ("networkpolicies.networking.k8s.io", "poddisruptionbudgets.policy",
-                 "horizontalpodautoscalers.autoscaling", "ingresses.networking.k8s.io"):
+    for kind in (
+        "networkpolicies.networking.k8s.io",
+        "poddisruptionbudgets.policy",
+        "horizontalpodautoscalers.autoscaling",
+        "ingresses.networking.k8s.io",
+    ):
         assert _can(control_plane, "create", kind, "research", **who), kind
     for verb in (("get", "pods"), ("create", "configmap", "x")):
         out = control_plane.kubectl(*verb, "-n", "inference", check=False, **who)
@@ -208,8 +227,11 @@ def _can(control_plane, verb: str, resource: str, namespace: str, **who) -> bool
 def test_no_owner_role_can_change_its_quotas_or_limit_ranges(stack, control_plane):
     """admin, edit and view (the roles ownerRole offers) against the real API server's RBAC, service-account
     owners included: every role runs (or reads) what it should, none can touch ResourceQuotas or LimitRanges."""
-    stack.edit("dev/tenants/inference.yaml", "owners: [inference-oncall]",
-               'owners: [inference-oncall, "serviceaccount:ci:deployer"]\nownerRole: admin')
+    stack.edit(
+        "dev/tenants/inference.yaml",
+        "owners: [inference-oncall]",
+        'owners: [inference-oncall, "serviceaccount:ci:deployer"]\nownerRole: admin',
+    )
     stack.edit("dev/tenants/notebooks.yaml", "owners: [data-science]", "owners: [data-science]\nownerRole: view")
     stack.up()
     binding = control_plane.get_json("rolebinding", "tenant-owners-admin", "-n", "inference")
@@ -220,8 +242,13 @@ def test_no_owner_role_can_change_its_quotas_or_limit_ranges(stack, control_plan
     assert {"kind": "ServiceAccount", "name": "deployer", "namespace": "ci"} in binding["subjects"]
     owners = {
         "admin": ("inference", {"as_user": "olga", "as_groups": ["inference-oncall"]}),
-        "admin (service account)": ("inference", {"as_user": "system:serviceaccount:ci:deployer",
-                                                  "as_groups": ["system:serviceaccounts", "system:serviceaccounts:ci"]}),
+        "admin (service account)": (
+            "inference",
+            {
+                "as_user": "system:serviceaccount:ci:deployer",
+                "as_groups": ["system:serviceaccounts", "system:serviceaccounts:ci"],
+            },
+        ),
         "edit": ("research", {"as_user": "rita", "as_groups": ["research-admins"]}),
         "view": ("notebooks", {"as_user": "dora", "as_groups": ["data-science"]}),
     }
@@ -230,11 +257,23 @@ def test_no_owner_role_can_change_its_quotas_or_limit_ranges(stack, control_plan
             assert _can(control_plane, "get", resource, ns, **who), (role, resource)
             for verb in ("create", "update", "patch", "delete", "deletecollection"):
                 assert not _can(control_plane, verb, resource, ns, **who), (role, verb, resource)
-        out = control_plane.kubectl("patch", "limitrange", "container-defaults", "-n", ns, "--type=merge",
-                                    "-p", '{"spec":{"limits":[]}}', check=False, **who)
+        out = control_plane.kubectl(
+            "patch",
+            "limitrange",
+            "container-defaults",
+            "-n",
+            ns,
+            "--type=merge",
+            "-p",
+            '{"spec":{"limits":[]}}',
+            check=False,
+            **who,
+        )
         assert out.returncode != 0 and "forbidden" in out.stderr.lower(), (role, out.stderr)
         assert _can(control_plane, "create", "pods", ns, **who) == (role != "view"), role
-        assert _can(control_plane, "create", "rolebindings.rbac.authorization.k8s.io", ns, **who) == role.startswith("admin"), role
+        assert _can(control_plane, "create", "rolebindings.rbac.authorization.k8s.io", ns, **who) == role.startswith(
+            "admin"
+        ), role
         assert not _can(control_plane, "get", "pods", "research" if ns != "research" else "inference", **who), role
 
 

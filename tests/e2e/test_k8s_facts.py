@@ -21,8 +21,12 @@ def pod(name, *, limits=None, requests=None, priority_class=None, containers=1):
         res["limits"] = {k: str(v) for k, v in limits.items()}
     if requests is not None:
         res["requests"] = {k: str(v) for k, v in requests.items()}
-    spec = {"containers": [{"name": f"c{i}", "image": "registry.invalid/pause:never-pulled", "resources": res}
-                           for i in range(containers)]}
+    spec = {
+        "containers": [
+            {"name": f"c{i}", "image": "registry.invalid/pause:never-pulled", "resources": res}
+            for i in range(containers)
+        ]
+    }
     if priority_class:
         spec["priorityClassName"] = priority_class
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
@@ -36,8 +40,11 @@ def create_quota(cp, ns, name, hard, scope_selector=None, wait=True):
     spec = {"hard": {k: str(v) for k, v in hard.items()}}
     if scope_selector:
         spec["scopeSelector"] = scope_selector
-    status, obj = cp.api("POST", f"/api/v1/namespaces/{ns}/resourcequotas",
-                         {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name}, "spec": spec})
+    status, obj = cp.api(
+        "POST",
+        f"/api/v1/namespaces/{ns}/resourcequotas",
+        {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name}, "spec": spec},
+    )
     if status == 201 and wait:
         wait_quota_synced(cp, ns, name)
     return status, obj
@@ -51,16 +58,21 @@ def get_quota(cp, ns, name):
 
 def wait_quota_synced(cp, ns, name, timeout=60):
     """Quota admission refuses pods while status.hard is unset; the resourcequota controller fills it."""
+
     def synced():
         q = get_quota(cp, ns, name)
         hard = q.get("status", {}).get("hard")
         return q if hard and set(hard) == set(q["spec"]["hard"]) else None
+
     return cp.wait_for(synced, timeout=timeout, what=f"quota {ns}/{name} status")
 
 
 def wait_used(cp, ns, name, key, value, timeout=60):
-    return cp.wait_for(lambda: get_quota(cp, ns, name)["status"].get("used", {}).get(key) == value,
-                       timeout=timeout, what=f"quota {ns}/{name} used[{key}] == {value}")
+    return cp.wait_for(
+        lambda: get_quota(cp, ns, name)["status"].get("used", {}).get(key) == value,
+        timeout=timeout,
+        what=f"quota {ns}/{name} used[{key}] == {value}",
+    )
 
 
 def message(obj):
@@ -80,17 +92,25 @@ def test_control_plane_basics(control_plane, namespace):
     denied = cp.kubectl("get", "pods", "-n", namespace, as_user="alice", check=False)
     assert denied.returncode != 0 and "forbidden" in denied.stderr.lower()
     cp.kubectl("create", "rolebinding", "alice-view", "--clusterrole=view", "--user=alice", "-n", namespace)
-    cp.wait_for(lambda: cp.as_user("alice")("get", "pods", "-n", namespace, check=False).returncode == 0,
-                timeout=30, what="alice allowed")
+    cp.wait_for(
+        lambda: cp.as_user("alice")("get", "pods", "-n", namespace, check=False).returncode == 0,
+        timeout=30,
+        what="alice allowed",
+    )
     # group impersonation
-    assert cp.kubectl("auth", "can-i", "create", "pods", "-n", namespace, as_user="bob",
-                      as_groups=["system:masters"], check=False).stdout.strip() == "yes"
+    assert (
+        cp.kubectl(
+            "auth", "can-i", "create", "pods", "-n", namespace, as_user="bob", as_groups=["system:masters"], check=False
+        ).stdout.strip()
+        == "yes"
+    )
     # a real (non-impersonated) identity from a client certificate
     kc = cp.user_kubeconfig("carol", ["tenant-a"])
     assert cp.kubectl("auth", "whoami", "-o", "json", kubeconfig=kc).stdout.count("tenant-a") == 1
 
-    node = cp.create_gpu_node(uniq("gpu-node"), {GPU: "8", MIG: "14"},
-                              {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"})
+    node = cp.create_gpu_node(
+        uniq("gpu-node"), {GPU: "8", MIG: "14"}, {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+    )
     assert node["status"]["allocatable"][GPU] == "8"
     assert node["status"]["capacity"][MIG] == "14"
     assert node["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
@@ -100,8 +120,9 @@ def test_control_plane_basics(control_plane, namespace):
     cp.kubectl("create", "namespace", ns2)
     create_quota(cp, ns2, "q", {"requests.nvidia.com/gpu": 1})
     cp.kubectl("delete", "namespace", ns2, "--wait=false")
-    cp.wait_for(lambda: cp.api("GET", f"/api/v1/namespaces/{ns2}")[0] == 404, timeout=60,
-                what="namespace deletion to finish")
+    cp.wait_for(
+        lambda: cp.api("GET", f"/api/v1/namespaces/{ns2}")[0] == 404, timeout=60, what="namespace deletion to finish"
+    )
 
 
 # ---------------------------------------------------------------------------------------------- §5.1
@@ -124,7 +145,7 @@ def test_a_requests_gpu_quota_enforces(control_plane, namespace):
     cp = control_plane
     st, obj = create_quota(cp, namespace, "gpu", {"requests.nvidia.com/gpu": 1})
     assert st == 201, obj
-    st, obj = create_pod(cp, namespace, pod("two", limits={GPU: 2}))     # requests default from limits
+    st, obj = create_pod(cp, namespace, pod("two", limits={GPU: 2}))  # requests default from limits
     assert st == 403, obj
     assert "exceeded quota: gpu" in message(obj) and "requested: requests.nvidia.com/gpu=2" in message(obj)
     st, obj = create_pod(cp, namespace, pod("one", limits={GPU: 1}))
@@ -180,9 +201,11 @@ def test_c_mig_quota_zero_rejects_and_omitted_key_does_not_limit(control_plane, 
 
 # ---------------------------------------------------------------------------------------------- (d)
 def _limitrange(cp, ns, name, item):
-    st, obj = cp.api("POST", f"/api/v1/namespaces/{ns}/limitranges",
-                     {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": name},
-                      "spec": {"limits": [item]}})
+    st, obj = cp.api(
+        "POST",
+        f"/api/v1/namespaces/{ns}/limitranges",
+        {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": name}, "spec": {"limits": [item]}},
+    )
     assert st == 201, obj
     return obj
 
@@ -192,8 +215,8 @@ def test_d_limitrange_gpu_max_defaults_and_injects_gpus(control_plane, namespace
     lr = _limitrange(cp, namespace, "gpu-max", {"type": "Container", "max": {GPU: "2"}})
     item = lr["spec"]["limits"][0]
     assert item["max"] == {GPU: "2"}
-    assert item["default"] == {GPU: "2"}, item            # defaulted from max
-    assert item["defaultRequest"] == {GPU: "2"}, item     # defaulted from default
+    assert item["default"] == {GPU: "2"}, item  # defaulted from max
+    assert item["defaultRequest"] == {GPU: "2"}, item  # defaulted from default
     # a container that asked for nothing gets 2 GPUs injected (limits and requests)
     st, obj = create_pod(cp, namespace, pod("cpu-only", containers=2))
     assert st == 201, obj
@@ -207,8 +230,16 @@ def test_d_limitrange_gpu_max_defaults_and_injects_gpus(control_plane, namespace
 
 def test_d_limitrange_cpu_memory_only_injects_no_gpu(control_plane, namespace):
     cp = control_plane
-    _limitrange(cp, namespace, "defaults", {"type": "Container", "default": {"cpu": "1", "memory": "2Gi"},
-                                            "defaultRequest": {"cpu": "500m", "memory": "1Gi"}})
+    _limitrange(
+        cp,
+        namespace,
+        "defaults",
+        {
+            "type": "Container",
+            "default": {"cpu": "1", "memory": "2Gi"},
+            "defaultRequest": {"cpu": "500m", "memory": "1Gi"},
+        },
+    )
     st, obj = create_pod(cp, namespace, pod("plain"))
     assert st == 201, obj
     res = obj["spec"]["containers"][0]["resources"]
@@ -226,9 +257,14 @@ def test_d_limitrange_gpu_min_and_pod_max_break_non_gpu_pods(control_plane, name
     turns invalid; a ``type: Pod`` max is not defaulted but rejects every pod without a GPU limit;
     default != defaultRequest is invalid for GPUs."""
     cp = control_plane
-    st, obj = cp.api("POST", f"/api/v1/namespaces/{namespace}/limitranges",
-                     {"metadata": {"name": "bad"}, "spec": {"limits": [
-                         {"type": "Container", "default": {GPU: "2"}, "defaultRequest": {GPU: "1"}}]}})
+    st, obj = cp.api(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/limitranges",
+        {
+            "metadata": {"name": "bad"},
+            "spec": {"limits": [{"type": "Container", "default": {GPU: "2"}, "defaultRequest": {GPU: "1"}}]},
+        },
+    )
     assert st == 422 and "must equal to defaultRequest" in message(obj), obj
 
     lr = _limitrange(cp, namespace, "gpu-min", {"type": "Container", "min": {GPU: "1"}})
@@ -255,9 +291,11 @@ def test_e_priorityclass_scoped_gpu_quota(control_plane, namespace):
     cp = control_plane
     high, low = uniq("gpu-high"), uniq("gpu-low")
     for name, value in ((high, 1000), (low, 10)):
-        st, obj = cp.api("POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
-                         {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                          "metadata": {"name": name}, "value": value})
+        st, obj = cp.api(
+            "POST",
+            "/apis/scheduling.k8s.io/v1/priorityclasses",
+            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value},
+        )
         assert st == 201, obj
     try:
         sel = {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": [high]}]}
@@ -287,9 +325,12 @@ def test_e_gpu_keys_are_accepted_under_every_scope(control_plane, namespace):
     cp = control_plane
     for scope in ("BestEffort", "NotBestEffort", "Terminating", "NotTerminating"):
         for key, ok in (("requests.nvidia.com/gpu", True), ("requests.cpu", scope != "BestEffort"), ("pods", True)):
-            st, obj = cp.api("POST", f"/api/v1/namespaces/{namespace}/resourcequotas",
-                             {"metadata": {"name": "scoped"}, "spec": {"hard": {key: "1"}, "scopes": [scope]}},
-                             params={"dryRun": "All"})
+            st, obj = cp.api(
+                "POST",
+                f"/api/v1/namespaces/{namespace}/resourcequotas",
+                {"metadata": {"name": "scoped"}, "spec": {"hard": {key: "1"}, "scopes": [scope]}},
+                params={"dryRun": "All"},
+            )
             if ok:
                 assert st == 201, (scope, key, obj)
             else:
@@ -302,8 +343,9 @@ def test_f_cpu_memory_quota_forces_declaration_gpu_quota_does_not(control_plane,
     ns2 = uniq("e2e-cpu")
     cp.kubectl("create", "namespace", ns2)
     try:
-        st, obj = create_quota(cp, ns2, "compute", {"requests.cpu": 4, "requests.memory": "8Gi",
-                                                    "limits.cpu": 8, "limits.memory": "16Gi"})
+        st, obj = create_quota(
+            cp, ns2, "compute", {"requests.cpu": 4, "requests.memory": "8Gi", "limits.cpu": 8, "limits.memory": "16Gi"}
+        )
         assert st == 201, obj
         st, obj = create_pod(cp, ns2, pod("bare"))
         assert st == 403, obj
@@ -330,14 +372,17 @@ def test_g_aggregated_owner_roles_cannot_change_quotas_or_limit_ranges(control_p
     cp = control_plane
     for role in ("admin", "edit", "view"):
         group = f"owners-{role}"
-        cp.kubectl("create", "rolebinding", f"owners-{role}", f"--clusterrole={role}", f"--group={group}",
-                   "-n", namespace)
-    cp.kubectl("create", "rolebinding", "owners-sa", "--clusterrole=edit", "--serviceaccount=ci:deployer",
-               "-n", namespace)
+        cp.kubectl(
+            "create", "rolebinding", f"owners-{role}", f"--clusterrole={role}", f"--group={group}", "-n", namespace
+        )
+    cp.kubectl(
+        "create", "rolebinding", "owners-sa", "--clusterrole=edit", "--serviceaccount=ci:deployer", "-n", namespace
+    )
 
     def can(verb, resource, as_user, groups):
-        out = cp.kubectl("auth", "can-i", verb, resource, "-n", namespace, as_user=as_user, as_groups=groups,
-                         check=False)
+        out = cp.kubectl(
+            "auth", "can-i", verb, resource, "-n", namespace, as_user=as_user, as_groups=groups, check=False
+        )
         assert out.stdout.strip() in ("yes", "no"), out.stdout + out.stderr
         return out.stdout.strip() == "yes"
 
@@ -352,8 +397,12 @@ def test_g_aggregated_owner_roles_cannot_change_quotas_or_limit_ranges(control_p
                 assert not can(verb, resource, user, groups), (name, verb, resource)
         writes = name != "view"
         assert can("create", "pods", user, groups) == writes, name
-        for resource in ("networkpolicies.networking.k8s.io", "poddisruptionbudgets.policy",
-                         "horizontalpodautoscalers.autoscaling", "ingresses.networking.k8s.io"):
+        for resource in (
+            "networkpolicies.networking.k8s.io",
+            "poddisruptionbudgets.policy",
+            "horizontalpodautoscalers.autoscaling",
+            "ingresses.networking.k8s.io",
+        ):
             assert can("create", resource, user, groups) == writes, (name, resource)
         assert can("create", "rolebindings.rbac.authorization.k8s.io", user, groups) == (name == "admin"), name
         assert not can("update", "namespaces", user, groups), name

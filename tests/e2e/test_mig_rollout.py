@@ -8,6 +8,7 @@ unchanged layout, and fresh stacks adopting the nodes (after a destroy, and as a
 without rollouts), where nothing waits.
 Set GPUPOOL_E2E_REPORT_DIR=DIR to have the timelines written there as JSON.
 """
+
 from __future__ import annotations
 
 import json
@@ -63,8 +64,9 @@ def stack(control_plane, toolchain_bin, tmp_path_factory):
         control_plane.create_gpu_node(node, {"nvidia.com/mig-1g.10gb": "4"})
     work = tmp_path_factory.mktemp("gpupool-roll")
     (work / "spec.yaml").write_text(SPEC)
-    s = E2EStack(toolchain_bin, control_plane.kubeconfig, work, spec=work / "spec.yaml", chart=STUB_CHART,
-                 stack_name="roll")
+    s = E2EStack(
+        toolchain_bin, control_plane.kubeconfig, work, spec=work / "spec.yaml", chart=STUB_CHART, stack_name="roll"
+    )
     yield s
     s.close()
     if os.environ.get("GPUPOOL_E2E_REPORT_DIR"):
@@ -99,8 +101,12 @@ def test_a_relayout_rolls_in_waves_and_each_node_waits_for_its_own_success(stack
     cp = control_plane
     # MIG Manager starts on the nodes and applies their current label (what the first up left "pending").
     for node in NODES:
-        cp.api("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": {STATE: "success"}}},
-               content_type="application/merge-patch+json")
+        cp.api(
+            "PATCH",
+            f"/api/v1/nodes/{node}",
+            {"metadata": {"labels": {STATE: "success"}}},
+            content_type="application/merge-patch+json",
+        )
     with MigManagerSim(cp, NODES, pending_delay=PENDING_DELAY, apply_delay=APPLY_DELAY) as sim:
         stack.edit("spec.yaml", "preset: all-balanced", "preset: all-1g.10gb")
         t0 = sim.now()
@@ -143,8 +149,11 @@ def test_a_failed_node_stops_the_rollout_and_a_rerun_after_the_fix_continues(sta
         took = sim.now() - t0
         message = str(failure.value)
         lines = [line.strip() for line in message.splitlines()]
-        REPORT["failure-message"] = [line for line in lines if "roll-2_mig-check **updating failed**" in line
-                                     or "mig.config.state:failed" in line][:3]
+        REPORT["failure-message"] = [
+            line
+            for line in lines
+            if "roll-2_mig-check **updating failed**" in line or "mig.config.state:failed" in line
+        ][:3]
         assert "roll-2" in message and "nvidia.com/mig.config.state:failed" in message, message
         assert took < 80, f"the failure took {took:.0f}s to surface: it must not wait for the node timeout"
         time.sleep(1.5)  # the next wave must stay untouched, not merely not yet touched
@@ -206,8 +215,12 @@ def test_nodes_labelled_by_a_gpupool_without_rollouts_are_adopted_without_waitin
     cp = control_plane
     stack.stack.destroy(on_output=lambda _: None, color="never")
     for n in NODES:
-        cp.api("PATCH", f"/api/v1/nodes/{n}", {"metadata": {"labels": {"gpupool.dev/mig-config-checked": None}}},
-               content_type="application/merge-patch+json")
+        cp.api(
+            "PATCH",
+            f"/api/v1/nodes/{n}",
+            {"metadata": {"labels": {"gpupool.dev/mig-config-checked": None}}},
+            content_type="application/merge-patch+json",
+        )
     with MigManagerSim(cp, NODES) as sim:
         t0 = sim.now()
         assert stack.up().summary.result == "succeeded"

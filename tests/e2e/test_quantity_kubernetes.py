@@ -5,6 +5,7 @@ is built from, so already in the Go module cache) parses a few thousand generate
 transliteration must agree with it on every one, and gpupool's parser wherever gpupool is not stricter
 on purpose.
 """
+
 from __future__ import annotations
 
 import os
@@ -71,30 +72,66 @@ def parse_in_go(tmp_path_factory):
         pytest.skip("go not found")
     d = tmp_path_factory.mktemp("quantity-oracle")
     (d / "main.go").write_text(ORACLE)
-    (d / "go.mod").write_text(f"module gpupool.local/quantity-oracle\n\ngo 1.26.0\n\n"
-                              f"require k8s.io/apimachinery {_apimachinery_version()}\n")
+    (d / "go.mod").write_text(
+        f"module gpupool.local/quantity-oracle\n\ngo 1.26.0\n\nrequire k8s.io/apimachinery {_apimachinery_version()}\n"
+    )
     env = {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local", "GOWORK": "off"}
     for cmd in (["go", "mod", "tidy"], ["go", "build", "-o", "oracle", "."]):
         p = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True, timeout=900)
         assert p.returncode == 0, p.stderr
 
     def parse(texts: list[str]) -> list[Fraction | None]:
-        p = subprocess.run([str(d / "oracle")], input="".join(t + "\n" for t in texts), capture_output=True,
-                           text=True, check=True)
+        p = subprocess.run(
+            [str(d / "oracle")], input="".join(t + "\n" for t in texts), capture_output=True, text=True, check=True
+        )
         return [None if line == "err" else Fraction(line.split()[1]) for line in p.stdout.splitlines()]
+
     return parse
 
 
 def _samples(n: int) -> list[str]:
     rng = random.Random(20261201)
-    suffixes = ["", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "K", "mi",
-                "e", "E", "e+", "iB", "e3", "E-2", "e+6", "e-9", "e12", "E0"]
+    suffixes = [
+        "",
+        "n",
+        "u",
+        "m",
+        "k",
+        "M",
+        "G",
+        "T",
+        "P",
+        "E",
+        "Ki",
+        "Mi",
+        "Gi",
+        "Ti",
+        "Pi",
+        "Ei",
+        "K",
+        "mi",
+        "e",
+        "E",
+        "e+",
+        "iB",
+        "e3",
+        "E-2",
+        "e+6",
+        "e-9",
+        "e12",
+        "E0",
+    ]
     digits = lambda k: "".join(rng.choice("0123456789") for _ in range(rng.randint(0, k)))  # noqa: E731
     out = []
     for _ in range(n):
         if rng.random() < 0.8:
-            out.append(rng.choice(["", "", "+", "-"]) + digits(7) + rng.choice(["", "", "."]) + digits(5)
-                       + rng.choice(suffixes))
+            out.append(
+                rng.choice(["", "", "+", "-"])
+                + digits(7)
+                + rng.choice(["", "", "."])
+                + digits(5)
+                + rng.choice(suffixes)
+            )
         else:
             out.append("".join(rng.choice("0123456789.+-eEinumkKMGTPi") for _ in range(rng.randint(1, 8))))
     return [s for s in out if s and "\n" not in s]

@@ -7,6 +7,7 @@ plugin). The chart objects are checked against the Flux and Argo CD CRDs, read f
 modules (pinned below; `go mod download` puts them in the module cache, nothing is vendored), installed
 on the same API server, then dry-run applied the same way.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,10 +30,14 @@ STACKS = sorted(p.parent.name for p in (REPO / "stacks").glob("*/spec.yaml"))
 # The CRDs of the API versions gpupool renders (gpupool/k8s/delivery.py): Apache-2.0 projects, read from the
 # module cache. helm-controller v1.4.0 is Flux v2.7's; newer module versions need Go 1.27.
 CRDS = {
-    "HelmRepository": ("github.com/fluxcd/source-controller@v1.9.6",
-                       "config/crd/bases/source.toolkit.fluxcd.io_helmrepositories.yaml"),
-    "HelmRelease": ("github.com/fluxcd/helm-controller@v1.4.0",
-                    "config/crd/bases/helm.toolkit.fluxcd.io_helmreleases.yaml"),
+    "HelmRepository": (
+        "github.com/fluxcd/source-controller@v1.9.6",
+        "config/crd/bases/source.toolkit.fluxcd.io_helmrepositories.yaml",
+    ),
+    "HelmRelease": (
+        "github.com/fluxcd/helm-controller@v1.4.0",
+        "config/crd/bases/helm.toolkit.fluxcd.io_helmreleases.yaml",
+    ),
     "Application": ("github.com/argoproj/argo-cd/v3@v3.2.0", "manifests/crds/application-crd.yaml"),
 }
 CHART_KINDS = set(CRDS)
@@ -46,8 +51,9 @@ def _module_file(module: str, path: str, tmp: Path) -> Path:
     if not shutil.which("go"):
         (pytest.fail if _require() else pytest.skip)("go is needed to fetch the Flux/Argo CD CRDs")
     env = {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local", "GOWORK": "off"}
-    p = subprocess.run(["go", "mod", "download", "-json", module], cwd=tmp, env=env, capture_output=True,
-                       text=True, timeout=600)
+    p = subprocess.run(
+        ["go", "mod", "download", "-json", module], cwd=tmp, env=env, capture_output=True, text=True, timeout=600
+    )
     info = json.loads(p.stdout or "{}")
     if p.returncode != 0 or "Dir" not in info:
         pytest.fail(f"go mod download {module}: {info.get('Error') or p.stderr}")
@@ -77,8 +83,10 @@ def cluster(control_plane_bin, tmp_path_factory):
 
 def _render(stack: str, out: Path, operator: str) -> tuple[list[Path], list[Path]]:
     """Render; returns (plain object files, chart object files)."""
-    assert main(["render", str(REPO / "stacks" / stack / "spec.yaml"), "--output-dir", str(out),
-                 "--operator", operator]) == 0
+    assert (
+        main(["render", str(REPO / "stacks" / stack / "spec.yaml"), "--output-dir", str(out), "--operator", operator])
+        == 0
+    )
     plain, chart = [], []
     for f in sorted(out.glob("*.yaml")):
         (chart if yaml.safe_load(f.read_text())["kind"] in CHART_KINDS else plain).append(f)
@@ -102,20 +110,30 @@ def test_the_rendered_objects_pass_a_server_side_dry_run(stack, cluster, tmp_pat
     for f, doc in docs.items():
         if doc["kind"] == "Namespace":
             cluster.kubectl("apply", "--server-side", "-f", str(f))
-        elif doc["kind"] == "Node" and cluster.kubectl("get", "node", doc["metadata"]["name"],
-                                                       check=False).returncode != 0:
+        elif (
+            doc["kind"] == "Node"
+            and cluster.kubectl("get", "node", doc["metadata"]["name"], check=False).returncode != 0
+        ):
             cluster.create_gpu_node(doc["metadata"]["name"])
     p = _dry_run(cluster, plain, tmp_path)
     assert p.returncode == 0, p.stderr
     applied = [line for line in p.stdout.splitlines() if "serverside-applied (server dry run)" in line]
     assert len(applied) == len(plain), p.stdout
-    assert {d["kind"] for d in docs.values()} >= {"Namespace", "ResourceQuota", "LimitRange", "ConfigMap",
-                                                   "PriorityClass", "RoleBinding", "Node"}
+    assert {d["kind"] for d in docs.values()} >= {
+        "Namespace",
+        "ResourceQuota",
+        "LimitRange",
+        "ConfigMap",
+        "PriorityClass",
+        "RoleBinding",
+        "Node",
+    }
     assert len(chart) == 2
 
 
-@pytest.mark.parametrize("operator, kinds", [("helmrelease", ["HelmRelease", "HelmRepository"]),
-                                             ("argocd", ["Application"])])
+@pytest.mark.parametrize(
+    "operator, kinds", [("helmrelease", ["HelmRelease", "HelmRepository"]), ("argocd", ["Application"])]
+)
 def test_the_chart_objects_are_valid_against_the_flux_and_argo_cd_crds(operator, kinds, cluster, tmp_path):
     _, chart = _render("dev", tmp_path / "out", operator)
     assert sorted(yaml.safe_load(f.read_text())["kind"] for f in chart) == kinds

@@ -44,7 +44,7 @@ def evaluate():
 
 
 def node(config: str, state: str | None, checked: str | None) -> dict:
-    labels = {"kubernetes.io/hostname": "gpu-7", rollout.LABEL_MIG_CONFIG: config, rollout.LABEL_POOL: "a100"}
+    labels = {"kubernetes.io/hostname": "gpu-7", rollout.LABEL_MIG_CONFIG: config, "gpupool.dev/pool": "a100"}
     if state:
         labels[rollout.LABEL_STATE] = state
     if checked:

@@ -26,7 +26,7 @@ LABEL_POOL = "gpupool.dev/pool"
 LABEL_TENANT = "gpupool.dev/tenant"
 LABEL_TIER = "gpupool.dev/tier"
 LABEL_COST_CENTER = "gpupool.dev/cost-center"
-LABEL_MIG_CONFIG = "nvidia.com/mig.config"
+LABEL_MIG_CONFIG = rollout.LABEL_MIG_CONFIG  # one definition, the rollout's
 LABEL_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
 MIG_CONFIGMAP = "gpupool-mig-config"
 PLUGIN_CONFIGMAP = "gpupool-device-plugin-config"
@@ -549,7 +549,6 @@ def build(spec: m.Spec) -> Plan:
         own = {k: v for k, v in labels.items() if not (chains and k == LABEL_MIG_CONFIG)}
         for node in pool.nodes:
             for step in chains.get(node, ()):
-                manager = rollout.CORDON_MANAGER if step.name.endswith(("_cordon", "_uncordon")) else None
                 plan.objects.append(
                     Desired(
                         comp,
@@ -560,7 +559,7 @@ def build(spec: m.Spec) -> Plan:
                         depends_on=step.depends_on,
                         timeout_seconds=step.timeout_seconds,
                         wait_for=step.wait_for,
-                        field_manager=manager,
+                        field_manager=step.field_manager,
                         ignore_changes=step.ignore_changes,
                     )
                 )

@@ -46,7 +46,6 @@ from gpupool.model import platform as m
 
 LABEL_STATE = "nvidia.com/mig.config.state"
 LABEL_MIG_CONFIG = "nvidia.com/mig.config"
-LABEL_POOL = "gpupool.dev/pool"
 # gpupool's own record on the node: the config its last check looked at (written by the check step, after the
 # wait for MIG Manager). It is what tells "this config is already there" from "this config is new" when a
 # chain is *created* rather than updated: a fresh stack adopting labelled nodes, or state recovered after a
@@ -134,16 +133,13 @@ def names(pool: m.NodePool, node: str) -> dict[str, str]:
     from gpupool.k8s.manifests import bounded
 
     base = f"pool-{pool.name}.{node}"
-    out = {step: bounded(f"{base}_{step}") for step in ("cordon", "mig", "mig-check", "uncordon")}
-    out["check"] = out.pop("mig-check")
-    out = {k: out[k] for k in ("cordon", "mig", "check", "uncordon")}
+    out = {
+        step: bounded(f"{base}_{suffix}")
+        for step, suffix in (("cordon", "cordon"), ("mig", "mig"), ("check", "mig-check"), ("uncordon", "uncordon"))
+    }
     if not pool.rollout.cordon:
         del out["cordon"], out["uncordon"]
     return out
-
-
-def last_step(pool: m.NodePool, node: str) -> str:
-    return list(names(pool, node).values())[-1]
 
 
 def node_manifest(
@@ -172,6 +168,7 @@ class Step(NamedTuple):
     # (the state as the wait ended: success), so without this every later `up` would re-apply `pending`
     # for an unchanged config, and MIG Manager would never answer it (seen in e2e: every rerun did).
     ignore_changes: tuple[str, ...] = ()
+    field_manager: str | None = None  # CORDON_MANAGER for cordon and uncordon
 
 
 IGNORE_STATE = f'metadata.labels["{LABEL_STATE}"]'
@@ -197,6 +194,7 @@ def chain(pool: m.NodePool, config: str, after: tuple[str, ...]) -> dict[str, li
                         node_manifest(node, annotations={ANNOTATION_TARGET: config}, unschedulable=True),
                         deps,
                         ignore_changes=(IGNORE_CORDON,),
+                        field_manager=CORDON_MANAGER,
                     )
                 )
                 deps = (n["cordon"],)
@@ -221,7 +219,12 @@ def chain(pool: m.NodePool, config: str, after: tuple[str, ...]) -> dict[str, li
             )
             if "uncordon" in n:
                 steps.append(
-                    Step(n["uncordon"], node_manifest(node, annotations={ANNOTATION_APPLIED: config}), (n["check"],))
+                    Step(
+                        n["uncordon"],
+                        node_manifest(node, annotations={ANNOTATION_APPLIED: config}),
+                        (n["check"],),
+                        field_manager=CORDON_MANAGER,
+                    )
                 )
             out[node] = steps
             ends.append(steps[-1].name)

@@ -65,12 +65,8 @@ class MigManagerSim:
 
     def start(self) -> None:
         for node in self.nodes:  # what is already there is not a change (MIG Manager applied it long ago)
-            labels, unschedulable = self._node(node)
-            self._last_config[node] = labels.get(MIG_CONFIG)
             # The initial sample, logged before start() returns: `timeline(now())` holds only what came after.
-            self._seen[node] = (labels.get(MIG_CONFIG), labels.get(STATE), unschedulable)
-            self._log(node, f"config={self._seen[node][0]}")
-            self._log(node, f"state={self._seen[node][1]}")
+            self._last_config[node] = self._observe(node)[0]
         self._thread.start()
 
     def stop(self) -> None:
@@ -126,28 +122,32 @@ class MigManagerSim:
             content_type="application/merge-patch+json",
         )
 
+    def _observe(self, node: str) -> tuple[str | None, str | None, bool]:
+        """Read the node and log what changed since the last read: (config, state, unschedulable)."""
+        labels, unschedulable = self._node(node)
+        t = self.now()  # one time for all changes seen in one read: their order within it is unknown
+        seen = (labels.get(MIG_CONFIG), labels.get(STATE), unschedulable)
+        old = self._seen.get(node)
+        if old is None or old[0] != seen[0]:
+            self._log(node, f"config={seen[0]}", t)
+        if old is None or old[1] != seen[1]:
+            self._log(node, f"state={seen[1]}", t)
+        if old is not None and old[2] != seen[2]:
+            self._log(node, "cordoned" if unschedulable else "uncordoned", t)
+        self._seen[node] = seen
+        return seen
+
     def _run(self) -> None:
         while not self._stop.is_set():
             states, cordoned = {}, set()
             for node in self.nodes:
-                labels, unschedulable = self._node(node)
-                t = self.now()  # one time for all changes seen in one read: their order within it is unknown
-                seen = (labels.get(MIG_CONFIG), labels.get(STATE), unschedulable)
-                old = self._seen.get(node)
-                if old != seen:
-                    if old is None or old[0] != seen[0]:
-                        self._log(node, f"config={seen[0]}", t)
-                    if old is None or old[1] != seen[1]:
-                        self._log(node, f"state={seen[1]}", t)
-                    if old is not None and old[2] != seen[2]:
-                        self._log(node, "cordoned" if unschedulable else "uncordoned", t)
-                    self._seen[node] = seen
+                seen = self._observe(node)
                 if seen[0] != self._last_config.get(node):
                     self._last_config[node] = seen[0]
                     if seen[0]:
                         self._schedule(node, seen[0])
                 states[node] = seen[1] or ""
-                if unschedulable:
+                if seen[2]:
                     cordoned.add(node)
             self.samples.append(Sample(round(self.now(), 2), states, frozenset(cordoned)))
             now = self.now()

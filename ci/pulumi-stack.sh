@@ -9,6 +9,14 @@
 #
 # -c KEY=VALUE runs `pulumi config set KEY VALUE` on the stack first (e.g. -c gpupool:skipAwait=true).
 #
+# A sharded spec (`sharding.tenantShards: N`, README "Scale") spreads the platform over STACK (the
+# operator, GPU ConfigMaps, node pools, tiers) and STACK.tenants-0 .. STACK.tenants-(N-1) (the tenants,
+# `gpupool shards` says which where). The script then runs every one of them with the command, each with
+# STACK's config plus its gpupool:shard: preview and up take STACK first, destroy takes it last. When
+# tenants move between stacks (N changed, sharding switched on or off), up goes in two passes, read from
+# the stacks' states: the stacks that lose tenants release them first (GPUPOOL_KEEP_TENANTS), then
+# every stack applies; so no stack deletes what another has just adopted (gpupool/analysis/shard_moves.py).
+#
 # Environment:
 #   PULUMI_BACKEND_URL        the state backend (required), e.g. s3://bucket/gpupool or
 #                             file:///srv/pulumi-state?metadata=skip (see docs/ci.md, "State backend")
@@ -28,7 +36,7 @@
 #     adopted again because the provider creates with server-side apply (see docs/ci.md).
 set -euo pipefail
 
-usage() { sed -n '2,13p' "$0" >&2; exit 2; }
+usage() { sed -n '2,21p' "$0" >&2; exit 2; }
 
 configs=()
 while getopts "c:h" opt; do
@@ -157,6 +165,104 @@ PY
   rm -f "$state"
 }
 
+# ---------------------------------------------------------------- one stack
+
+# OP on one stack ($STACK, dynamically scoped: the shard loop below sets it per stack).
+one_stack() {
+  case "$1" in
+    preview)
+      if [ -n "${GPUPOOL_PREVIEW_OUT:-}" ]; then
+        pulumi preview --non-interactive --diff --stack "$STACK" 2>&1 | tee -a "$GPUPOOL_PREVIEW_OUT"
+        return "${PIPESTATUS[0]}"
+      fi
+      pulumi preview --non-interactive --diff --stack "$STACK" ;;
+    up)
+      run_locked up --non-interactive --yes --diff --stack "$STACK"
+      clear_resolved_pending
+      # Converged: the live stack now matches the program (also after a recovered dead run).
+      pulumi preview --non-interactive --expect-no-changes --stack "$STACK" ;;
+    destroy)
+      run_locked destroy --non-interactive --yes --stack "$STACK" ;;
+  esac
+}
+
+# ---------------------------------------------------------------- a sharded platform
+
+# Select (or create) shard stack $STACK with the platform stack's config and its own gpupool:shard.
+select_shard() {
+  local shard="$1"
+  pulumi stack select --non-interactive --create "$STACK" >/dev/null
+  pulumi config cp --stack "$PLATFORM" --dest "$STACK" >/dev/null
+  pulumi config set --stack "$STACK" -- gpupool:shard "$shard"
+}
+
+# The platform's stacks, as `gpupool shards -o json` (with the existing stacks' states for up); fails
+# when the spec is invalid (the platform stack's own run then shows why, as without sharding).
+shard_layout() {
+  local out="$1" with_states="$2" spec states s
+  spec="$(pulumi config get --stack "$PLATFORM" gpupool:spec 2>/dev/null)" && [ -n "$spec" ] || return 1
+  states="$work/states"; mkdir -p "$states"
+  pulumi stack ls --json > "$work/stacks.json"
+  while IFS= read -r s; do
+    [ "$s" = "$PLATFORM" ] || [[ "$s" == "$PLATFORM".tenants-* ]] || continue
+    if [ "$with_states" = 1 ]; then
+      pulumi stack export --stack "$s" > "$states/$s.json"
+    else
+      echo '{}' > "$states/$s.json"   # exists; what it holds is not needed
+    fi
+  done < <(python -c 'import json,sys; [print(s["name"]) for s in json.load(open(sys.argv[1]))]' "$work/stacks.json")
+  gpupool shards "$spec" --platform-stack "$PLATFORM" --states "$states" -o json > "$out" 2>"$work/shards.err"
+}
+
+# Rows of the layout: STACK SHARD EXISTS RELEASE_FIRST HAS_ARRIVALS HAS_TENANTS, keep lists in $work/keep-STACK.json
+layout_rows() {
+  python - "$1" "$work" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+for s in doc["stacks"]:
+    json.dump(s["keep"], open(f"{sys.argv[2]}/keep-{s['stack']}.json", "w"))
+    flags = [s["exists"], s["releaseFirst"], bool(s["arriving"]), bool(s["tenants"])]
+    print(s["stack"], s["shard"] or "-", *(int(f) for f in flags))
+PY
+}
+
+is_sharded() {  # a spec with tenant shards, or shard stacks left from one
+  python -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["tenantShards"] or len(d["stacks"]) > 1 else 1)' "$1"
+}
+
+sharded() {
+  local rows stack shard exists release arrivals tenants
+  rows="$(layout_rows "$1")"
+  run_stack() {  # OP STACK SHARD: the op on one stack of the platform, its config set first
+    local STACK="$2"
+    [ "$3" = - ] || select_shard "$3"
+    log "$1 $STACK${GPUPOOL_KEEP_TENANTS:+ (release pass: keeps only the tenants it holds)}"
+    one_stack "$1"
+  }
+  case "$OP" in
+    preview)
+      while read -r stack shard exists release arrivals tenants; do
+        [ "$exists" = 1 ] || [ "$tenants" = 1 ] || [ "$shard" = - ] || continue
+        run_stack preview "$stack" "$shard"
+      done <<<"$rows" ;;
+    up)
+      while read -r stack shard exists release arrivals tenants; do
+        [ "$release" = 1 ] || continue
+        GPUPOOL_KEEP_TENANTS="$work/keep-$stack.json" run_stack up "$stack" "$shard"
+      done <<<"$rows"
+      while read -r stack shard exists release arrivals tenants; do
+        if [ "$release" = 1 ] && [ "$arrivals" = 0 ]; then continue; fi   # pass 1 did all of it
+        [ "$exists" = 1 ] || [ "$tenants" = 1 ] || [ "$shard" = - ] || continue
+        run_stack up "$stack" "$shard"
+      done <<<"$rows" ;;
+    destroy)
+      while read -r stack shard exists release arrivals tenants; do
+        [ "$exists" = 1 ] || continue
+        run_stack destroy "$stack" "$shard"
+      done < <(tac <<<"$rows") ;;
+  esac
+}
+
 repair_torn_sidecars
 pulumi login --non-interactive "$PULUMI_BACKEND_URL" >/dev/null
 pulumi stack select --non-interactive --create "$STACK" >/dev/null
@@ -164,18 +270,21 @@ for kv in ${configs[@]+"${configs[@]}"}; do
   pulumi config set --stack "$STACK" -- "${kv%%=*}" "${kv#*=}"
 done
 
-case "$OP" in
-  preview)
-    if [ -n "${GPUPOOL_PREVIEW_OUT:-}" ]; then
-      pulumi preview --non-interactive --diff --stack "$STACK" 2>&1 | tee "$GPUPOOL_PREVIEW_OUT"
-      exit "${PIPESTATUS[0]}"
-    fi
-    pulumi preview --non-interactive --diff --stack "$STACK" ;;
-  up)
-    run_locked up --non-interactive --yes --diff --stack "$STACK"
-    clear_resolved_pending
-    # Converged: the live stack now matches the program (also after a recovered dead run).
-    pulumi preview --non-interactive --expect-no-changes --stack "$STACK" ;;
-  destroy)
-    run_locked destroy --non-interactive --yes --stack "$STACK" ;;
-esac
+PLATFORM="$STACK"
+work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
+[ -z "${GPUPOOL_PREVIEW_OUT:-}" ] || : > "$GPUPOOL_PREVIEW_OUT"
+# Not in an `if`: inside one, bash would ignore `set -e` in every function it calls, and a failed stack
+# would not stop the run.
+layout=""
+if shard_layout "$work/layout.json" 0 && is_sharded "$work/layout.json"; then
+  layout="$work/layout.json"
+  if [ "$OP" = up ]; then   # what each stack holds now decides the passes
+    shard_layout "$work/layout-states.json" 1
+    layout="$work/layout-states.json"
+  fi
+fi
+if [ -n "$layout" ]; then
+  sharded "$layout"
+else
+  one_stack "$OP"
+fi

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+import os
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -15,6 +17,7 @@ import pulumi_kubernetes as k8s
 from gpupool.analysis import plan as capacity_plan
 from gpupool.k8s import manifests
 from gpupool.model import platform as m
+from gpupool.model import sharding
 from gpupool.rules.engine import validate_file
 
 from .gpu_config import DevicePluginConfig, MigConfig
@@ -58,12 +61,26 @@ def provider(config: pulumi.Config) -> k8s.Provider:
     )
 
 
-def deploy(spec: m.Spec, k8s_provider: pulumi.ProviderResource, *, skip_await: bool = False) -> dict:
-    """Register every desired object under its component; returns the stack outputs."""
+def deploy(
+    spec: m.Spec,
+    k8s_provider: pulumi.ProviderResource,
+    *,
+    skip_await: bool = False,
+    role: sharding.Role = sharding.PLATFORM_ROLE,
+    keep: set[str] | None = None,
+) -> dict:
+    """Register the desired objects of ROLE's part under their components; returns the stack outputs.
+
+    KEEP (the release pass of a shard move, ci/pulumi-stack.sh) narrows the stack's tenants to those it
+    already holds, so that it deletes the tenants leaving it before another stack creates them."""
     plan = manifests.build(spec)
     parts = plan.by_component()
     registry = Registry()
     opts = pulumi.ResourceOptions(providers=[k8s_provider])
+    tenants = held_tenants(spec, role, keep)
+    if not role.platform:
+        register_tenants(tenants, parts, registry, opts)
+        return shard_outputs(spec, role, tenants)
     one = lambda comp, kind: next(o for o in parts[comp] if o.kind == kind)  # noqa: E731
 
     operator = GpuOperator("gpu-operator", one("operator", "Namespace"), registry, opts)
@@ -92,12 +109,41 @@ def deploy(spec: m.Spec, k8s_provider: pulumi.ProviderResource, *, skip_await: b
             opts,
         )
     PriorityTiers("tiers", parts.get("tiers", []), registry, opts)
-    for tenant in spec.tenants:
+    register_tenants(tenants, parts, registry, opts)
+    return stack_outputs(spec, plan, tenants)
+
+
+def register_tenants(tenants: list[m.Tenant], parts: dict, registry: Registry, opts: pulumi.ResourceOptions) -> None:
+    for tenant in tenants:
         Tenant(f"tenant-{tenant.name}", tenant.name, parts[f"tenant:{tenant.name}"], registry, opts)
-    return stack_outputs(spec, plan)
 
 
-def stack_outputs(spec: m.Spec, plan: manifests.Plan) -> dict:
+def held_tenants(spec: m.Spec, role: sharding.Role, keep: set[str] | None) -> list[m.Tenant]:
+    names = set(sharding.held_by(role, [t.name for t in spec.tenants], spec.tenant_shards))
+    if keep is not None:
+        names &= keep
+    return [t for t in spec.tenants if t.name in names]
+
+
+def tenant_outputs(spec: m.Spec, tenants: list[m.Tenant]) -> dict:
+    return {
+        t.name: {
+            "namespace": t.namespace,
+            "tier": t.tier,
+            "gpus": dict(t.gpus),
+            "costCenter": t.cost_center or "",
+            "offboarded": t.offboarded,
+            "maxPerPod": spec.max_per_pod(t),
+        }
+        for t in tenants
+    }
+
+
+def shard_outputs(spec: m.Spec, role: sharding.Role, tenants: list[m.Tenant]) -> dict:
+    return {"shard": role.name, "tenantShards": spec.tenant_shards, "tenants": tenant_outputs(spec, tenants)}
+
+
+def stack_outputs(spec: m.Spec, plan: manifests.Plan, tenants: list[m.Tenant]) -> dict:
     # Every figure from the capacity plan, the function `gpupool plan` prints: headroom is what the
     # oversubscription policy still allows, not capacity minus grants.
     resources = capacity_plan.compute(spec).resources
@@ -106,17 +152,7 @@ def stack_outputs(spec: m.Spec, plan: manifests.Plan) -> dict:
         "granted": {r.resource: r.granted for r in resources},
         "allowed": {r.resource: r.allowed for r in resources},
         "headroom": {r.resource: r.headroom for r in resources},
-        "tenants": {
-            t.name: {
-                "namespace": t.namespace,
-                "tier": t.tier,
-                "gpus": dict(t.gpus),
-                "costCenter": t.cost_center or "",
-                "offboarded": t.offboarded,
-                "maxPerPod": spec.max_per_pod(t),
-            }
-            for t in spec.tenants
-        },
+        "tenants": tenant_outputs(spec, tenants),
         "poolConfigs": plan.pool_configs,
         "nodeGroupLabels": plan.node_group_labels,
     }
@@ -148,10 +184,32 @@ def wait_for_registrations_linearly() -> None:
         pass
 
 
+def role_or_stop(config: pulumi.Config) -> sharding.Role:
+    try:
+        return sharding.parse_role(config.get("shard") or sharding.PLATFORM)
+    except ValueError as exc:
+        raise pulumi.RunError(f"{exc}; nothing was registered") from None
+
+
+def keep_or_stop() -> set[str] | None:
+    """GPUPOOL_KEEP_TENANTS: a JSON file with the tenant names a release pass keeps (ci/pulumi-stack.sh)."""
+    path = os.environ.get("GPUPOOL_KEEP_TENANTS")
+    if not path:
+        return None
+    try:
+        names = json.loads(open(path, encoding="utf-8").read())
+    except (OSError, ValueError) as exc:
+        raise pulumi.RunError(f"GPUPOOL_KEEP_TENANTS={path}: {exc}; nothing was registered") from None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise pulumi.RunError(f"GPUPOOL_KEEP_TENANTS={path}: not a JSON list of tenant names")
+    return set(names)
+
+
 def main() -> None:
     config = pulumi.Config()
+    role, keep = role_or_stop(config), keep_or_stop()
     spec = with_chart_path(load_or_stop(config.require("spec")), config.get("operatorChartPath") or None)
-    outputs = deploy(spec, provider(config), skip_await=config.get_bool("skipAwait") or False)
+    outputs = deploy(spec, provider(config), skip_await=config.get_bool("skipAwait") or False, role=role, keep=keep)
     for key, value in outputs.items():
         pulumi.export(key, value)
     wait_for_registrations_linearly()

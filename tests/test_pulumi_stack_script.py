@@ -89,7 +89,7 @@ def _dead_pid() -> int:
 def test_no_lock_runs_up_then_the_convergence_preview(env):
     p, calls = _run(env)
     assert p.returncode == 0, p.stdout
-    assert calls == ["login", "stack", "up", "stack", "preview"], calls
+    assert calls == ["login", "stack", "config", "up", "stack", "preview"], calls
 
 
 def test_the_venv_from_pulumi_yaml_comes_first_on_path(env, tmp_path):
@@ -104,7 +104,7 @@ def test_a_dead_holder_s_lock_on_this_host_is_cancelled_and_up_retried(env):
     _lock(env, socket.gethostname(), _dead_pid())
     p, calls = _run(env)
     assert p.returncode == 0, p.stdout
-    assert calls == ["login", "stack", "up", "cancel", "up", "stack", "preview"], calls
+    assert calls == ["login", "stack", "config", "up", "cancel", "up", "stack", "preview"], calls
     assert "holder gone" in p.stdout
 
 
@@ -139,7 +139,7 @@ def test_a_foreign_host_s_lock_is_cancelled_only_for_a_single_writer(env):
     Path(env["FAKE_LOG"]).unlink()
     p, calls = _run(env, GPUPOOL_SINGLE_WRITER="1")
     assert p.returncode == 0, p.stdout
-    assert calls == ["login", "stack", "up", "cancel", "up", "stack", "preview"], calls
+    assert calls == ["login", "stack", "config", "up", "cancel", "up", "stack", "preview"], calls
 
 
 def test_a_torn_metadata_sidecar_is_removed_and_a_valid_one_kept(env, tmp_path):
@@ -161,4 +161,4 @@ def test_a_failure_that_is_not_a_lock_is_not_retried(env):
     )
     p, calls = _run(env)
     assert p.returncode == 1
-    assert calls == ["login", "stack", "up"], calls
+    assert calls == ["login", "stack", "config", "up"], calls

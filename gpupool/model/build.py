@@ -114,6 +114,7 @@ class _Builder:
             tuple(t for t, _ in tenants.values()),
             self.oversubscription(),
             self.loaded.path,
+            self.tenant_shards(),
         )
         return Built(
             spec,
@@ -151,6 +152,12 @@ class _Builder:
         return m.Oversubscription(
             float(raw.get("maxRatio", 1.0)), {k: float(v) for k, v in raw.get("perResource", {}).items()}
         )
+
+    def tenant_shards(self) -> int:
+        raw = self.data.get("sharding")
+        if not isinstance(raw, dict) or not self.usable(("sharding",)):
+            return 0
+        return int(raw["tenantShards"])
 
     # -- tiers -------------------------------------------------------------------------------
     def tiers(self) -> dict[str, m.Tier | None]:

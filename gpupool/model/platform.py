@@ -255,6 +255,7 @@ class Spec:
     tenants: tuple[Tenant, ...]
     oversubscription: Oversubscription = field(default_factory=Oversubscription)
     source_path: str = ""
+    tenant_shards: int = 0  # sharding.tenantShards; 0 = one stack holds everything (gpupool.model.sharding)
 
     @property
     def active_tenants(self) -> tuple[Tenant, ...]:

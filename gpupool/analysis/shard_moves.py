@@ -1,0 +1,126 @@
+"""The stacks of a sharded platform, and the order a run must take them in when tenants move between them.
+
+A tenant moves between stacks when `sharding.tenantShards` changes (or sharding is switched on or off).
+The stack it leaves deletes its objects that are not retained on delete (the owners' RoleBinding, the
+per-pod admission policy); if the stack it joins had created (adopted) them first, that delete would remove
+the new holder's objects and leave its state believing they exist. So a run that moves tenants goes in two
+passes (ci/pulumi-stack.sh):
+
+1. release: every stack that holds a tenant it is no longer assigned runs with only the tenants it both
+   holds and is assigned (GPUPOOL_KEEP_TENANTS), so it deletes or forgets the leaving ones and creates none;
+2. apply: every stack runs with all its tenants.
+
+What a stack holds is read from its state (`pulumi stack export`), not from its outputs: a dead run leaves
+outputs of before it, while its state has every object it created. A rerun after a failure anywhere
+recomputes both passes from the states, so no order of failures lets two stacks hold one tenant.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gpupool.model import sharding
+
+TENANT_TYPE = "gpupool:tenancy:Tenant"
+TENANT_NAME_PREFIX = "tenant-"  # components/program.py names each Tenant component tenant-<name>
+
+
+def held_in_state(export: dict) -> set[str]:
+    """Tenant names whose component is in a `pulumi stack export` document, pending creates included
+    (a dead run may have started one): a child object is never in a state without its component."""
+    deployment = export.get("deployment") or {}
+    resources = list(deployment.get("resources") or [])
+    resources += [op.get("resource") or {} for op in deployment.get("pending_operations") or []]
+    held = set()
+    for res in resources:
+        if res.get("type") == TENANT_TYPE and "::" in str(res.get("urn", "")):
+            name = str(res["urn"]).rsplit("::", 1)[-1]
+            if name.startswith(TENANT_NAME_PREFIX):
+                held.add(name[len(TENANT_NAME_PREFIX) :])
+    return held
+
+
+@dataclass(frozen=True)
+class StackRun:
+    stack: str
+    role: sharding.Role
+    assigned: tuple[str, ...]  # what the spec gives this stack
+    held: tuple[str, ...]  # what its state holds now (empty for a stack not created yet)
+    exists: bool
+    leaving: tuple[str, ...] = field(default=())  # held, still in the spec, assigned to another stack
+    arriving: tuple[str, ...] = field(default=())
+
+    @property
+    def release_first(self) -> bool:
+        return bool(self.leaving)
+
+    @property
+    def keep(self) -> tuple[str, ...]:
+        """The tenants its release pass registers: held and still assigned."""
+        held = set(self.held)
+        return tuple(t for t in self.assigned if t in held)
+
+    @property
+    def shard_value(self) -> str:
+        """Its `gpupool:shard` config value."""
+        return "" if self.role.shard is None else sharding.shard_role(self.role.shard)
+
+
+def shard_number(platform_stack: str, stack: str) -> int | None:
+    """K when STACK is `<platform_stack>.tenants-<k>`, else None."""
+    m = re.fullmatch(re.escape(platform_stack) + r"\.tenants-(0|[1-9][0-9]{0,3})", stack)
+    return int(m.group(1)) if m else None
+
+
+def stack_runs(
+    platform_stack: str, tenants: list[str], shards: int, states: dict[str, dict] | None = None
+) -> list[StackRun]:
+    """Every stack of the platform in the order a run takes them: the platform stack, the shards the spec
+    names, then left-over shard stacks (numbers the count no longer reaches) that still exist in STATES
+    (stack name -> its `pulumi stack export`)."""
+    states = states or {}
+    numbers = set(range(shards)) | {k for k in (shard_number(platform_stack, s) for s in states) if k is not None}
+    roles = [sharding.Role(platform=True, shard=None)]
+    roles += [sharding.Role(platform=False, shard=k) for k in sorted(numbers)]
+    spec_tenants = set(tenants)
+    runs = []
+    for role in roles:
+        stack = platform_stack if role.shard is None else sharding.shard_stack(platform_stack, role.shard)
+        assigned = tuple(sharding.held_by(role, tenants, shards))
+        held = held_in_state(states[stack]) if stack in states else set()
+        runs.append(
+            StackRun(
+                stack,
+                role,
+                assigned,
+                tuple(sorted(held)),
+                stack in states,
+                tuple(sorted((held & spec_tenants) - set(assigned))),
+                tuple(t for t in assigned if t not in held),
+            )
+        )
+    return runs
+
+
+def as_json(platform_stack: str, shards: int, runs: list[StackRun]) -> dict:
+    return {
+        "platformStack": platform_stack,
+        "tenantShards": shards,
+        "moves": any(r.release_first for r in runs),
+        "stacks": [
+            {
+                "stack": r.stack,
+                "shard": r.shard_value,
+                "platform": r.role.platform,
+                "exists": r.exists,
+                "tenants": list(r.assigned),
+                "held": list(r.held),
+                "leaving": list(r.leaving),
+                "arriving": list(r.arriving),
+                "releaseFirst": r.release_first,
+                "keep": list(r.keep),
+            }
+            for r in runs
+        ],
+    }

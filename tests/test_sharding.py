@@ -4,6 +4,7 @@ order a move needs, and what the program registers per stack (under Pulumi's moc
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -17,6 +18,7 @@ from tests.pulumi_mocks import run_program
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = [f"team-{i:04d}" for i in range(2000)]
+TENANT_NAMES = ["inference", "notebooks", "research"]  # the dev stack's
 
 
 def test_jump_hash_matches_the_papers_reference_loop():
@@ -235,3 +237,62 @@ def test_a_bad_shard_value_registers_nothing(tmp_path, monkeypatch):
     mocks, _, error = run_program({"spec": str(spec), "shard": "tenants-x"}, stack="dev.x")
     assert error is not None and "gpupool:shard" in str(error)
     assert [a for a in mocks.created if a.custom] == []
+
+
+# -- gpupool diff ------------------------------------------------------------------------------------
+
+
+def _two_sides(tmp_path: Path, before: int | None, after: int | None) -> tuple[Path, Path]:
+    sides = []
+    for name, shards in (("base", before), ("head", after)):
+        stack = tmp_path / name
+        shutil.copytree(ROOT / "stacks" / "dev", stack)
+        if shards is not None:
+            spec = stack / "spec.yaml"
+            spec.write_text(
+                spec.read_text().replace("tenantFiles:", f"sharding:\n  tenantShards: {shards}\n\ntenantFiles:")
+            )
+        sides.append(stack / "spec.yaml")
+    return sides[0], sides[1]
+
+
+def _diff_json(base: Path, head: Path) -> dict:
+    out = _gpupool("diff", str(base), str(head), "-o", "json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_diff_names_every_tenant_a_count_change_moves(tmp_path):
+    base, head = _two_sides(tmp_path, 1, 4)
+    doc = _diff_json(base, head)
+    expected = {t: (f"tenants-{sharding.shard_of(t, 1)}", f"tenants-{sharding.shard_of(t, 4)}") for t in TENANT_NAMES}
+    moved = {t: ab for t, ab in expected.items() if ab[0] != ab[1]}
+    assert {mv["tenant"]: (mv["before"], mv["after"]) for mv in doc["stackMoves"]} == moved
+    assert doc["tenantShards"] == {"before": 1, "after": 4}
+    assert doc["summary"]["tenantsMovingStack"] == len(moved) and not doc["empty"]
+    text = _gpupool("diff", str(base), str(head))
+    assert moved and "Pulumi stacks (sharding)" in text.stdout and "two passes" in text.stdout
+
+
+def test_diff_of_switching_sharding_on_moves_every_tenant_off_the_platform_stack(tmp_path):
+    doc = _diff_json(*_two_sides(tmp_path, None, 3))
+    assert sorted(mv["tenant"] for mv in doc["stackMoves"]) == sorted(TENANT_NAMES)
+    assert {mv["before"] for mv in doc["stackMoves"]} == {"platform"}
+    exit_code = _gpupool("diff", *map(str, _two_sides(tmp_path / "x", None, 3)), "--exit-code").returncode
+    assert exit_code == 3  # a change, though no object changes
+
+
+def test_diff_of_an_onboarding_names_the_stack_that_creates_it(tmp_path):
+    base, head = _two_sides(tmp_path, 3, 3)
+    new = head.parent / "tenants" / "vision.yaml"
+    research = (head.parent / "tenants" / "research.yaml").read_text()
+    new.write_text(
+        research.replace("research", "vision").replace("nvidia.com/gpu.shared: 8", "nvidia.com/gpu.shared: 1")
+    )
+    doc = _diff_json(base, head)
+    added = [t for t in doc["tenants"] if t["kind"] == "added"]
+    assert [t["name"] for t in added] == ["vision"]
+    assert added[0]["stack"] == f"tenants-{sharding.shard_of('vision', 3)}"
+    assert doc["stackMoves"] == []
+    unsharded = _diff_json(*_two_sides(tmp_path / "y", None, None))
+    assert unsharded["stackMoves"] == [] and unsharded["empty"]

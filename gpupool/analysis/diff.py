@@ -26,6 +26,7 @@ import yaml
 from gpupool.analysis import plan as planmod
 from gpupool.k8s import manifests, render, rollout
 from gpupool.model import platform as m
+from gpupool.model import sharding
 
 if TYPE_CHECKING:
     from gpupool.analysis.sides import Gaps, Side
@@ -57,6 +58,7 @@ class TenantChange:
     offboarded: bool = False
     retained_objects: tuple[str, ...] = ()  # removed tenants: rendered files left in the cluster, unmanaged
     deleted_objects: tuple[str, ...] = ()  # removed tenants: rendered files Pulumi deletes
+    stack: str = ""  # added tenants of a sharded HEAD: the role of the stack that creates it ("tenants-<k>")
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,15 @@ class ConfigDiff:
 
 
 @dataclass(frozen=True)
+class StackMove:
+    """A tenant in both specs that another Pulumi stack holds in HEAD (sharding.tenantShards changed)."""
+
+    tenant: str
+    before: str  # the stack role: "platform" or "tenants-<k>"
+    after: str
+
+
+@dataclass(frozen=True)
 class Unknown:
     """An item one side could not read: compared as the other side has it, so it shows no change."""
 
@@ -165,6 +176,8 @@ class SpecDiff:
     objects: list[ObjectChange] = field(default_factory=list)
     configs: list[ConfigDiff] = field(default_factory=list)
     unknown: list[Unknown] = field(default_factory=list)
+    stack_moves: list[StackMove] = field(default_factory=list)
+    tenant_shards: tuple[int, int] = (0, 0)  # sharding.tenantShards before, after (0 = not sharded)
     comparable: bool = True  # False: a side that exists has no model at all; nothing was compared
     head_ok: bool = True  # every resource has non-negative headroom in HEAD
 
@@ -181,6 +194,7 @@ class SpecDiff:
             "tenantsOffboarded": len(offboarding),
             "tenantsRemoved": sum(t.kind == "removed" for t in self.tenants),
             "tenantsUnknown": sum(u.section == "tenant" for u in self.unknown),
+            "tenantsMovingStack": len(self.stack_moves),
             "objectsToAdd": sum(o.kind == "added" for o in self.objects),
             "objectsToChange": sum(o.kind == "changed" for o in self.objects),
             "objectsToDelete": sum(o.kind == "removed" and not o.retained for o in self.objects),
@@ -207,6 +221,8 @@ class SpecDiff:
             or self.objects
             or self.pool_plugin_keys
             or self.configs
+            or self.stack_moves
+            or self.tenant_shards[0] != self.tenant_shards[1]
             or any(h.changed for h in self.headroom)
         )
 
@@ -718,6 +734,24 @@ def reconcile(
     return base2, head2, unknown
 
 
+# -- stacks --------------------------------------------------------------------------------------
+
+
+def holder(spec: m.Spec, tenant: str) -> str:
+    """The role of the Pulumi stack that holds TENANT under SPEC's sharding."""
+    if not spec.tenant_shards:
+        return "platform"
+    return sharding.shard_role(sharding.shard_of(tenant, spec.tenant_shards))
+
+
+def stack_moves(base: m.Spec | None, head: m.Spec | None) -> list[StackMove]:
+    if base is None or head is None:
+        return []
+    in_base = {t.name for t in base.tenants}
+    moves = [StackMove(t.name, holder(base, t.name), holder(head, t.name)) for t in head.tenants if t.name in in_base]
+    return sorted((mv for mv in moves if mv.before != mv.after), key=lambda mv: mv.tenant)
+
+
 # -- all of it -----------------------------------------------------------------------------------
 
 
@@ -750,6 +784,8 @@ def compute(base: m.Spec | None, head: m.Spec | None) -> SpecDiff:
                 retained_objects=tuple(render.file_name(o) for o in mine if o.retain_on_delete),
                 deleted_objects=tuple(render.file_name(o) for o in mine if not o.retain_on_delete),
             )
+        elif t.kind == "added" and head is not None and head.tenant_shards:
+            t = replace(t, stack=holder(head, t.name))
         tenants.append(t)
     return SpecDiff(
         tenants=tenants,
@@ -759,5 +795,7 @@ def compute(base: m.Spec | None, head: m.Spec | None) -> SpecDiff:
         pool_plugin_keys=moved,
         objects=object_changes(base_objects, head_objects),
         configs=config_diffs(built_b, built_a),
+        stack_moves=stack_moves(base, head),
+        tenant_shards=(base.tenant_shards if base else 0, head.tenant_shards if head else 0),
         head_ok=head_plan.ok if head_plan else False,
     )

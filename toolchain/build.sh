@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Build the gpupool toolchain (pulumi CLI, pulumi-language-python, pulumi-resource-kubernetes,
-# kube-apiserver, kube-controller-manager, etcd) from Go modules into a cache OUTSIDE the repo.
+# kube-apiserver, kube-controller-manager, etcd, and gofakes3, an S3-compatible server for the state-backend
+# tests) from Go modules into a cache OUTSIDE the repo.
 #
 #   toolchain/build.sh                  build what is missing; last stdout line = bin dir
 #   toolchain/build.sh --print-bin-dir  print the bin dir only (no build); exit 0
 #   toolchain/build.sh --check          exit 0 if every binary is present, 1 otherwise (no build)
 #   toolchain/build.sh NAME...          build only these (pulumi, pulumi-language-python,
 #                                       pulumi-resource-kubernetes, etcd, kube-apiserver,
-#                                       kube-controller-manager)
+#                                       kube-controller-manager, gofakes3)
 #
 # Env: GPUPOOL_TOOLCHAIN_DIR (default $HOME/.cache/gpupool-toolchain), GOFLAGS_P (parallelism,
 # default 2). Needs only Go (>= go.mod's go line of each module) and a Go module proxy.
@@ -24,7 +25,7 @@ BIN_DIR="$ROOT/$KEY/bin"
 COMP_DIR="$ROOT/components"    # one dir per (component, version): reused across keys
 SRC_DIR="$ROOT/src"            # wrapper modules / writable module copies
 LOG_DIR="$ROOT/logs"
-ALL=(etcd kube-apiserver kube-controller-manager pulumi pulumi-language-python pulumi-resource-kubernetes)
+ALL=(etcd kube-apiserver kube-controller-manager pulumi pulumi-language-python pulumi-resource-kubernetes gofakes3)
 # Files a component installs next to its binary (same component dir, same bin dir).
 companions() { case "$1" in pulumi-language-python) echo pulumi-language-python-exec ;; esac; }
 
@@ -193,6 +194,14 @@ GO
     && go build -trimpath -ldflags "-s -w" -o "$1" .)
 }
 
+# gofakes3's own server command, with the dependency versions of its go.mod (the wrapper requires only it).
+build_gofakes3() { # out
+  local v="$GOFAKES3_VERSION" w="$SRC_DIR/gofakes3-$GOFAKES3_VERSION"
+  new_wrapper "$w" gpupool.local/toolchain/gofakes3
+  (cd "$w" && go get "github.com/johannesboyne/gofakes3/cmd/gofakes3@$v" \
+    && go build -trimpath -ldflags "-s -w" -o "$1" github.com/johannesboyne/gofakes3/cmd/gofakes3)
+}
+
 comp_version() {
   case "$1" in
     pulumi) echo "$PULUMI_VERSION" ;;
@@ -200,6 +209,7 @@ comp_version() {
     pulumi-resource-kubernetes) echo "$PULUMI_K8S_PROVIDER_VERSION-${PULUMI_K8S_PROVIDER_MODULE_VERSION##*-}" ;;
     kube-apiserver|kube-controller-manager) echo "$KUBERNETES_VERSION" ;;
     etcd) echo "$ETCD_VERSION" ;;
+    gofakes3) echo "$GOFAKES3_VERSION" ;;
     *) echo "unknown component: $1" >&2; return 2 ;;
   esac
 }
@@ -211,6 +221,7 @@ build_one() { # name out
     pulumi-resource-kubernetes) build_provider "$2" ;;
     kube-apiserver|kube-controller-manager) build_kube "$2" "$1" ;;
     etcd) build_etcd "$2" ;;
+    gofakes3) build_gofakes3 "$2" ;;
   esac
 }
 

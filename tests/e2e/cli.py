@@ -52,7 +52,8 @@ def provider_version() -> str:
 
 
 class CliProject:
-    """``root/project`` (the copy), ``root/state`` (file backend), ``root/home`` (PULUMI_HOME)."""
+    """``root/project`` (the copy), ``root/state`` (file backend, unless ``backend_url``), ``root/home``
+    (PULUMI_HOME)."""
 
     def __init__(
         self,
@@ -62,6 +63,8 @@ class CliProject:
         *,
         stack: str = "dev",
         backend_query: str = "metadata=skip",
+        backend_url: str | None = None,
+        backend_env: dict[str, str] | None = None,
         spec: str | None = None,
     ):
         self.bin_dir, self.stack = bin_dir, stack
@@ -75,7 +78,8 @@ class CliProject:
         plugin = home / "plugins" / f"resource-kubernetes-v{provider_version()}"
         plugin.mkdir(parents=True)
         os.symlink(bin_dir / "pulumi-resource-kubernetes", plugin / "pulumi-resource-kubernetes")
-        self.backend_url = f"file://{self.state}" + (f"?{backend_query}" if backend_query else "")
+        # The file backend in root/state, or BACKEND_URL (e.g. an s3:// bucket, with BACKEND_ENV's credentials).
+        self.backend_url = backend_url or f"file://{self.state}" + (f"?{backend_query}" if backend_query else "")
         self.env = {
             "PATH": f"{bin_dir}:{SYSTEM_PATH}",
             "HOME": str(root),
@@ -86,6 +90,7 @@ class CliProject:
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
             "KUBECONFIG": str(kubeconfig),
+            **(backend_env or {}),
         }
         # Engine settings to try a route with (e.g. the fault tests under PULUMI_SKIP_CHECKPOINTS=true).
         self.env.update({k: os.environ[k] for k in ("PULUMI_SKIP_CHECKPOINTS", "PULUMI_PARALLEL") if k in os.environ})

@@ -73,6 +73,16 @@ def cli_toolchain_bin() -> Path:
     return _checked_bin_dir(PULUMI_BINARIES + LANGUAGE_HOST + BINARIES)
 
 
+S3_SERVER = "gofakes3"
+
+
+@pytest.fixture(scope="session")
+def s3_toolchain_bin() -> Path:
+    """The CLI-path toolchain plus the S3-compatible server (``toolchain/build.sh gofakes3``), for the
+    state-backend tests."""
+    return _checked_bin_dir(PULUMI_BINARIES + LANGUAGE_HOST + BINARIES + (S3_SERVER,))
+
+
 @pytest.fixture(scope="session")
 def control_plane_bin() -> Path:
     """The toolchain bin dir, checked only for the control-plane binaries."""

@@ -140,9 +140,12 @@ class CliProject:
         return p.log.read()  # type: ignore[attr-defined]
 
     # ---------------------------------------------------------------- plain CLI (no venv on PATH)
-    def pulumi(self, *args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    def pulumi(
+        self, *args: str, env: dict | None = None, timeout: float = 300, stack: str | None = None
+    ) -> subprocess.CompletedProcess:
+        """``pulumi ARGS --stack STACK`` (default: the project's stack)."""
         return subprocess.run(
-            [str(self.bin_dir / "pulumi"), *args, "--stack", self.stack],
+            [str(self.bin_dir / "pulumi"), *args, "--stack", stack or self.stack],
             cwd=self.dir,
             env={**self.env, **(env or {})},
             text=True,
@@ -150,8 +153,8 @@ class CliProject:
             timeout=timeout,
         )
 
-    def export(self) -> dict:
-        p = self.pulumi("stack", "export")
+    def export(self, stack: str | None = None) -> dict:
+        p = self.pulumi("stack", "export", stack=stack)
         assert p.returncode == 0, p.stderr
         return json.loads(p.stdout)
 

@@ -1,0 +1,519 @@
+"""Tenant shards (spec ``sharding.tenantShards``) on the user's path: ``ci/pulumi-stack.sh`` driving the real
+pulumi CLI, the Python language host, the provider and a private kube-apiserver over the platform stack
+``dev`` and its shard stacks ``dev.tenants-<k>``.
+
+One sharded platform lives through the module, in order: from empty with 2 shards, a tenant onboarding,
+2 -> 3 shards, a SIGKILL in the release pass of 3 -> 1 and one in the apply pass of 1 -> 3 (each rerun must
+converge), and destroy. A second project on a second control plane switches sharding on for an existing
+unsharded stack. After every run: exit 0 (so the script's own ``preview --expect-no-changes`` of every
+stack passed), each stack's state holds exactly the tenants ``gpupool shards`` assigns it, no tenant is in
+two states, and what the cluster has labelled managed-by=gpupool is exactly the union of the states.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpupool.k8s import manifests
+from gpupool.rules.engine import load_valid_spec
+
+from .cli import CliProject, cluster_objects, state_objects
+from .cluster import ControlPlane
+from .conftest import _started_control_plane
+
+pytestmark = pytest.mark.e2e
+
+SPEC = "stacks/shard/spec.yaml"
+TENANT_DIR = "stacks/shard/tenants"
+NODES = {
+    "shard-gpu-l4-1": {"nvidia.com/gpu.shared": "16"},
+    "shard-gpu-a100-1": {"nvidia.com/mig-1g.10gb": "8", "nvidia.com/mig-2g.20gb": "4", "nvidia.com/mig-3g.40gb": "4"},
+}
+# team-00 .. team-06 at first, team-07 onboarded. Production tenants (every third) get a 3g.40gb and the
+# tier's maxPerPod (a ValidatingAdmissionPolicy each); team-02 has a maxPerPod of its own.
+FIRST = [f"team-{i:02d}" for i in range(7)]
+ONBOARDED = "team-07"
+SPEC_TEXT = """\
+apiVersion: gpupool.dev/v1alpha1
+kind: GpuPlatform
+cluster:
+  name: shard
+  gpuOperator:
+    chartVersion: v26.7.0
+    namespace: gpu-operator
+{sharding}nodePools:
+  - name: l4-shared
+    gpu: L4
+    gpusPerNode: 4
+    nodes: [shard-gpu-l4-1]
+    pricePerGpuHour: 0.80
+    sharing:
+      timeSlicing:
+        replicas: 4
+  - name: a100-mig
+    gpu: A100-80GB
+    gpusPerNode: 4
+    nodes: [shard-gpu-a100-1]
+    pricePerGpuHour: 3.20
+    sharing:
+      mig:
+        preset: all-balanced
+tiers:
+  - name: production
+    priority: 100000
+    isolation: dedicated
+    maxPerPod:
+      nvidia.com/mig-3g.40gb: 1
+  - name: standard
+    priority: 10000
+  - name: batch
+    priority: 1000
+    preemptionPolicy: Never
+tenantFiles:
+  - tenants/
+"""
+RB = "RoleBinding"
+VAP, VAPB = "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"
+
+
+def spec_text(shards: int | None) -> str:
+    return SPEC_TEXT.format(sharding=f"sharding:\n  tenantShards: {shards}\n" if shards else "")
+
+
+def tenant_text(name: str) -> str:
+    i = int(name.rsplit("-", 1)[1])
+    doc: dict = {"name": name, "owners": [f"{name}-admins"], "costCenter": f"cc-{1000 + i}"}
+    if i % 3 == 0:
+        doc.update(tier="production", gpus={"nvidia.com/mig-3g.40gb": 1})
+    else:
+        doc.update(tier="batch" if i % 2 else "standard", gpus={"nvidia.com/gpu.shared": 1})
+    if i == 2:
+        doc["maxPerPod"] = {"nvidia.com/gpu.shared": 1}
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def set_shards(project: CliProject, shards: int | None) -> None:
+    project.write(SPEC, spec_text(shards))
+
+
+def add_tenant(project: CliProject, name: str) -> None:
+    project.write(f"{TENANT_DIR}/{name}.yaml", tenant_text(name))
+
+
+def new_project(cluster: ControlPlane, bin_dir: Path, root: Path, shards: int | None) -> CliProject:
+    for name, resources in NODES.items():
+        cluster.create_gpu_node(name, resources)
+    project = CliProject(bin_dir, cluster.kubeconfig, root, stack="dev", spec=SPEC)
+    set_shards(project, shards)
+    for name in FIRST:
+        add_tenant(project, name)
+    return project
+
+
+# ---------------------------------------------------------------- reading the stacks and the cluster
+
+
+def stack_names(project: CliProject) -> list[str]:
+    """The platform's stacks, from the file backend's directory (not from `pulumi stack ls`, which the
+    script under test reads)."""
+    files = (project.state / ".pulumi" / "stacks").rglob("*.json")
+    names = {f.name[: -len(".json")] for f in files if not f.name.endswith(".bak")}
+    return sorted(n for n in names if n == project.stack or n.startswith(project.stack + ".tenants-"))
+
+
+def exports(project: CliProject) -> dict[str, dict]:
+    return {s: project.export(s) for s in stack_names(project)}
+
+
+def held(export: dict) -> dict[str, set[str]]:
+    """What a state holds, read two ways: its Tenant components' names and its tenant Namespaces."""
+    components, namespaces = set(), set()
+    for r in export["deployment"].get("resources") or []:
+        if r.get("delete"):
+            continue
+        if r["type"] == "gpupool:tenancy:Tenant":
+            components.add(r["urn"].rsplit("::tenant-", 1)[1])
+        elif r["type"] == "kubernetes:core/v1:Namespace":
+            name = (r.get("outputs") or {}).get("metadata", {}).get("name", "")
+            if name.startswith("team-"):
+                namespaces.add(name)
+    return {"components": components, "namespaces": namespaces}
+
+
+def layout(project: CliProject) -> dict:
+    """`gpupool shards SPEC -o json`: the stacks and the tenants the spec assigns to each."""
+    p = subprocess.run(
+        [
+            str(project.dir / ".venv" / "bin" / "gpupool"),
+            "shards",
+            SPEC,
+            "--platform-stack",
+            project.stack,
+            "-o",
+            "json",
+        ],
+        cwd=project.dir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def spec_tenants(project: CliProject) -> list[str]:
+    return sorted(p.stem for p in (project.dir / TENANT_DIR).glob("*.yaml"))
+
+
+def desired_tenant_objects(project: CliProject) -> dict[str, set[tuple[str, str, str]]]:
+    """Tenant -> (kind, namespace, name) of every object gpupool renders for it (the program's source)."""
+    plan = manifests.build(load_valid_spec(project.dir / SPEC))
+    out: dict[str, set[tuple[str, str, str]]] = {}
+    for comp, objs in plan.by_component().items():
+        if comp.startswith("tenant:"):
+            out[comp.split(":", 1)[1]] = {
+                (o.manifest["kind"], o.manifest["metadata"].get("namespace", ""), o.manifest["metadata"]["name"])
+                for o in objs
+            }
+    return out
+
+
+def tenant_objects_in_cluster(cluster: ControlPlane) -> dict[str, dict[str, dict]]:
+    """Tenant -> kind -> {(namespace, name): (uid, resourceVersion)} of the objects labelled with a tenant."""
+    items = cluster.get_json(
+        "namespaces,resourcequotas,limitranges,rolebindings,validatingadmissionpolicies,"
+        "validatingadmissionpolicybindings",
+        "-A",
+        "-l",
+        "gpupool.dev/tenant",
+        timeout=120,
+    )["items"]
+    out: dict[str, dict[str, dict]] = {}
+    for i in items:
+        meta = i["metadata"]
+        if meta.get("deletionTimestamp"):
+            continue
+        kinds = out.setdefault(meta["labels"]["gpupool.dev/tenant"], {})
+        kinds.setdefault(i["kind"], {})[(meta.get("namespace", ""), meta["name"])] = (
+            meta["uid"],
+            meta["resourceVersion"],
+        )
+    return out
+
+
+def namespace_uids(cluster: ControlPlane, tenants: list[str]) -> dict[str, str]:
+    items = cluster.get_json("namespaces", timeout=120)["items"]
+    return {i["metadata"]["name"]: i["metadata"]["uid"] for i in items if i["metadata"]["name"] in tenants}
+
+
+def sections(out: str) -> list[tuple[str, str]]:
+    """(header, text) per stack the script ran: header as logged, e.g. `up dev.tenants-1 (release pass: ...)`."""
+    parts = re.split(r"^\[pulumi-stack\] ((?:up|preview|destroy) \S+.*)$", out, flags=re.M)
+    return list(zip(parts[1::2], parts[2::2]))
+
+
+def changed(text: str) -> bool:
+    return bool(re.search(r"^\s+[-+~]*\s*\d+ (created|updated|deleted|replaced)", text, re.M))
+
+
+def assert_converged(project: CliProject, cluster: ControlPlane, run: subprocess.CompletedProcess) -> dict:
+    """The run succeeded; every stack holds exactly its tenants; the states and the cluster agree."""
+    assert run.returncode == 0, run.stdout[-8000:]
+    states = exports(project)
+    doc = layout(project)
+    assigned = {s["stack"]: set(s["tenants"]) for s in doc["stacks"]}
+    tenants = spec_tenants(project)
+    # Every stack that holds tenants now or is assigned some ran, and its up ended with the preview
+    # `--expect-no-changes` (the script stops at the first failed command, set -e).
+    ran = [h.split()[1] for h, _ in sections(run.stdout) if h.startswith("up ")]
+    for stack in assigned:
+        if assigned[stack] or stack in states:
+            assert stack in ran, (stack, ran)
+    seen: Counter = Counter()
+    for stack, export in states.items():
+        assert not export["deployment"].get("pending_operations"), (stack, export["deployment"]["pending_operations"])
+        h = held(export)
+        want = assigned.get(stack, set())
+        assert h["components"] == want, (stack, h["components"], want)
+        assert h["namespaces"] == want, (stack, h["namespaces"], want)
+        seen.update(h["components"])
+    assert sorted(seen) == tenants and set(seen.values()) == {1}, f"tenants not held exactly once: {seen}"
+    if doc["tenantShards"]:
+        assert not held(states[project.stack])["components"], "the platform stack holds tenants"
+    # Union of the states == what the cluster has labelled managed-by=gpupool: no orphan, no duplicate.
+    in_state = Counter(o for e in states.values() for o in state_objects(e))
+    in_cluster = Counter(cluster_objects(cluster))
+    assert not [o for o, n in in_state.items() if n > 1], "an object is managed by two stacks"
+    assert in_state == in_cluster, {
+        "only in cluster (orphans)": sorted(set(in_cluster) - set(in_state))[:20],
+        "only in states (lost)": sorted(set(in_state) - set(in_cluster))[:20],
+    }
+    # Every tenant's rendered objects exist, exactly once (RoleBinding and admission policy included).
+    desired = desired_tenant_objects(project)
+    assert sorted(desired) == tenants
+    for tenant, objs in desired.items():
+        kinds = {k for k, _, _ in objs}
+        assert {"Namespace", "ResourceQuota", "LimitRange", RB} <= kinds, (tenant, kinds)
+        for obj in objs:
+            assert in_cluster[obj] == 1, (tenant, obj, in_cluster[obj])
+    assert not project.lock_files(), project.lock_files()
+    return states
+
+
+def with_policy(project: CliProject) -> set[str]:
+    return {t for t, objs in desired_tenant_objects(project).items() if any(k == VAP for k, _, _ in objs)}
+
+
+# ---------------------------------------------------------------- killing a run mid-pass
+
+
+def pulumi_up_pid(p: subprocess.Popen, stack: str) -> int | None:
+    """The pid of `pulumi up ... --stack STACK` in P's process group, if running."""
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        pgrp = int(stat[stat.rindex(")") + 2 :].split()[2])
+        if pgrp == p.pid and argv[:2] == [b"pulumi", b"up"] and stack.encode() in argv:
+            return int(d.name)
+    return None
+
+
+def kill_group(p: subprocess.Popen) -> None:
+    """SIGKILL the script's whole process group (a cancelled CI job): script, pulumi, host, provider."""
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait(timeout=60)
+
+
+def rolebinding_uids(cluster: ControlPlane, tenant: str) -> set[str]:
+    """The uids of TENANT's owners' RoleBindings (one API call: polled while a run goes)."""
+    status, obj = cluster.api("GET", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{tenant}/rolebindings")
+    assert status == 200, obj
+    return {i["metadata"]["uid"] for i in obj["items"] if i["metadata"]["name"].startswith("tenant-owners-")}
+
+
+def rolebinding_exists(cluster: ControlPlane, tenant: str) -> bool:
+    return bool(rolebinding_uids(cluster, tenant))
+
+
+def wait_then_kill(p: subprocess.Popen, cluster: ControlPlane, stack: str, condition, what: str) -> None:
+    """Once `pulumi up` of STACK runs and CONDITION holds, SIGKILL the group; fails if the run ends first."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if p.poll() is not None:
+            pytest.fail(f"the run ended ({p.returncode}) before {what}:\n{CliProject.output(p)[-6000:]}")
+        if pulumi_up_pid(p, stack) and condition():
+            kill_group(p)
+            return
+        time.sleep(0.05)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+# ---------------------------------------------------------------- the sharded platform
+
+
+@pytest.fixture(scope="module")
+def cluster(private_control_plane):
+    return private_control_plane
+
+
+@pytest.fixture(scope="module")
+def project(cluster, cli_toolchain_bin, tmp_path_factory) -> CliProject:
+    return new_project(cluster, cli_toolchain_bin, tmp_path_factory.mktemp("shards"), 2)
+
+
+def test_a_sharded_spec_from_empty_converges_with_each_tenant_in_its_shard(project, cluster):
+    doc = layout(project)
+    assert [s["stack"] for s in doc["stacks"]] == ["dev", "dev.tenants-0", "dev.tenants-1"]
+    assert all(s["tenants"] for s in doc["stacks"][1:]), "a shard with no tenant tests little"
+    run = project.run("up")
+    states = assert_converged(project, cluster, run)
+    assert sorted(states) == ["dev", "dev.tenants-0", "dev.tenants-1"]
+    assert [h.split()[1] for h, _ in sections(run.stdout)] == ["dev", "dev.tenants-0", "dev.tenants-1"]
+    # The platform stack holds the platform part: the tiers' PriorityClasses, the operator's namespace.
+    platform = {(k, n) for k, _, n in state_objects(states["dev"])}
+    assert {("PriorityClass", "production"), ("Namespace", "gpu-operator")} <= platform
+    assert not [o for e in list(states.values())[1:] for o in state_objects(e) if o[0] == "PriorityClass"]
+    assert with_policy(project) == {"team-00", "team-02", "team-03", "team-06"}
+    # The shard stacks got the platform stack's config and their own gpupool:shard.
+    for k in (0, 1):
+        p = project.pulumi("config", "--json", stack=f"dev.tenants-{k}")
+        config = json.loads(p.stdout)
+        assert config["gpupool:shard"]["value"] == f"tenants-{k}"
+        assert config["gpupool:spec"]["value"] == SPEC
+
+
+def test_onboarding_one_tenant_changes_only_its_shard(project, cluster):
+    home = next(s["stack"] for s in layout_after(project, ONBOARDED) if ONBOARDED in s["tenants"])
+    add_tenant(project, ONBOARDED)
+    run = project.run("up")
+    assert_converged(project, cluster, run)
+    ups = [(h.split()[1], t) for h, t in sections(run.stdout) if h.startswith("up ")]
+    assert {s for s, _ in ups} == {"dev", "dev.tenants-0", "dev.tenants-1"}
+    for stack, text in ups:
+        if stack == home:
+            assert re.search(r"\+ \d+ created", text), text[-3000:]
+        else:
+            assert not changed(text), (stack, text[-3000:])
+    objs = tenant_objects_in_cluster(cluster)[ONBOARDED]
+    assert set(objs) >= {"Namespace", "ResourceQuota", "LimitRange", RB}, objs
+
+
+def layout_after(project: CliProject, tenant: str) -> list[dict]:
+    """The layout with TENANT's file added (restored afterwards)."""
+    path = project.dir / TENANT_DIR / f"{tenant}.yaml"
+    add_tenant(project, tenant)
+    try:
+        return layout(project)["stacks"]
+    finally:
+        path.unlink()
+
+
+def test_raising_the_shard_count_moves_tenants_and_keeps_the_others_untouched(project, cluster):
+    before = tenant_objects_in_cluster(cluster)
+    old = {t: s["stack"] for s in layout(project)["stacks"] for t in s["tenants"]}
+    set_shards(project, 3)
+    new = {t: s["stack"] for s in layout(project)["stacks"] for t in s["tenants"]}
+    moved = sorted(t for t in new if new[t] != old[t])
+    assert moved and len(moved) < len(new), (old, new)
+    assert {new[t] for t in moved} == {"dev.tenants-2"}, "jump hash: 2 -> 3 moves only into the new shard"
+    run = project.run("up")
+    assert_converged(project, cluster, run)
+    # The stacks that lost tenants released them first, then every stack applied.
+    headers = [h for h, _ in sections(run.stdout) if h.startswith("up ")]
+    losing = sorted({old[t] for t in moved})
+    release = [h.split()[1] for h in headers if "release pass" in h]
+    assert release == losing, headers
+    assert headers.index(next(h for h in headers if h == "up dev.tenants-2")) > len(release) - 1
+    after = tenant_objects_in_cluster(cluster)
+    for t in new:
+        assert set(after[t]) >= {"Namespace", "ResourceQuota", "LimitRange", RB}, (t, after[t])
+        if t in with_policy(project):
+            assert VAP in after[t] and VAPB in after[t], (t, after[t])
+        # No namespace was replaced; retained objects kept their identity.
+        assert after[t]["Namespace"].keys() == before[t]["Namespace"].keys()
+        assert [u for u, _ in after[t]["Namespace"].values()] == [u for u, _ in before[t]["Namespace"].values()]
+        if t not in moved:
+            for kind in (RB, VAP, VAPB):
+                assert after[t].get(kind) == before[t].get(kind), (t, kind, "an unmoved tenant's object changed")
+    # The moved tenants' non-retained objects were deleted by their old stack and created by the new one.
+    for t in moved:
+        assert after[t][RB] != before[t][RB], (t, "the RoleBinding of a moved tenant was not re-created")
+
+
+def assert_no_tenant_in_two_states(project: CliProject) -> None:
+    """The invariant the two passes keep at every point of a move, a dead run's too."""
+    seen = Counter(t for e in exports(project).values() for t in held(e)["components"])
+    assert not [t for t, n in seen.items() if n > 1], f"tenants in two states: {seen}"
+
+
+@pytest.mark.fault
+def test_sigkill_in_the_release_pass_then_in_the_apply_pass_of_a_move_then_rerun_converges(project, cluster):
+    """3 -> 1 shards: dev.tenants-1 and dev.tenants-2 release their tenants, then dev.tenants-0 adopts them.
+    The first run is killed while dev.tenants-1 deletes (its first RoleBinding gone), the rerun while
+    dev.tenants-0 creates (its first arrived RoleBinding there); the third run must converge."""
+    old = {t: s["stack"] for s in layout(project)["stacks"] for t in s["tenants"]}
+    set_shards(project, 1)
+    leaving = sorted(t for t, s in old.items() if s != "dev.tenants-0")
+    victims = [t for t in leaving if old[t] == "dev.tenants-1"]
+    assert victims and len(leaving) > len(victims), old
+
+    up = project.start("up")
+    wait_then_kill(
+        up,
+        cluster,
+        "dev.tenants-1",
+        lambda: not all(rolebinding_exists(cluster, t) for t in victims),
+        "the release pass of dev.tenants-1 to delete a RoleBinding",
+    )
+    out = CliProject.output(up)
+    assert "up dev.tenants-1 (release pass" in out, out[-4000:]
+    assert "[pulumi-stack] up dev.tenants-2" not in out, "the kill came after dev.tenants-1's release"
+    assert project.lock_files(), "the killed run left no lock: the kill did not hit an update"
+    assert_no_tenant_in_two_states(project)
+
+    released = {t: rolebinding_uids(cluster, t) for t in leaving}  # still the old stacks' where not released
+
+    def adopted() -> list[str]:  # leaving tenants with a RoleBinding dev.tenants-0 created
+        return [t for t in leaving if rolebinding_uids(cluster, t) - released[t]]
+
+    up = project.start("up")
+    wait_then_kill(up, cluster, "dev.tenants-0", adopted, "the apply pass of dev.tenants-0 to create a RoleBinding")
+    out = CliProject.output(up)
+    assert "cancelling the dead run's lock" in out, out[-4000:]
+    assert "[pulumi-stack] up dev.tenants-0\n" in out, out[-4000:]
+    assert project.lock_files(), "the killed run left no lock: the kill did not hit an update"
+    assert len(adopted()) < len(leaving), "the kill came after the apply pass had created every RoleBinding"
+    assert_no_tenant_in_two_states(project)
+
+    rerun = project.run("up")
+    assert "cancelling the dead run's lock" in rerun.stdout, rerun.stdout[-4000:]
+    assert_converged(project, cluster, rerun)
+
+
+def test_destroy_takes_the_shards_first_and_keeps_retained_tenant_namespaces(project, cluster):
+    tenants = spec_tenants(project)
+    uids = namespace_uids(cluster, tenants)
+    run = project.run("destroy")
+    assert run.returncode == 0, run.stdout[-6000:]
+    order = [h.split()[1] for h, _ in sections(run.stdout) if h.startswith("destroy ")]
+    shards = sorted((s for s in stack_names(project) if s != "dev"), key=lambda s: int(s.rsplit("-", 1)[1]))
+    assert order == shards[::-1] + ["dev"], order
+    for stack, export in exports(project).items():
+        assert export["deployment"].get("resources") in (None, []), stack
+    # Retained tenants keep their namespace (same uid), quota and defaults; the platform objects go.
+    assert namespace_uids(cluster, tenants) == uids
+    for t in tenants:
+        cluster.kubectl("get", "resourcequota", "gpu-quota", "-n", t)
+        cluster.kubectl("get", "limitrange", "container-defaults", "-n", t)
+        assert not rolebinding_exists(cluster, t), t
+    for kind, name in (("priorityclass", "batch"), ("clusterrole", "gpupool-tenant-workloads")):
+        assert cluster.kubectl("get", kind, name, check=False).returncode != 0, (kind, name)
+
+
+# ---------------------------------------------------------------- switching sharding on
+
+
+@pytest.fixture(scope="module")
+def second_cluster(control_plane_bin):
+    """Its own control plane: the module's first platform holds the same cluster-scoped objects."""
+    yield from _started_control_plane(control_plane_bin)
+
+
+def test_switching_sharding_on_for_an_unsharded_stack_loses_nothing(
+    second_cluster, cli_toolchain_bin, tmp_path_factory
+):
+    cluster = second_cluster
+    project = new_project(cluster, cli_toolchain_bin, tmp_path_factory.mktemp("switch"), None)
+    first = project.run("up")
+    assert_converged(project, cluster, first)
+    assert stack_names(project) == ["dev"]
+    tenants = spec_tenants(project)
+    uids = namespace_uids(cluster, tenants)
+    assert sorted(uids) == tenants
+    set_shards(project, 2)
+    run = project.run("up")
+    headers = [h for h, _ in sections(run.stdout) if h.startswith("up ")]
+    assert headers[0].startswith("up dev (release pass"), headers
+    assert_converged(project, cluster, run)
+    assert namespace_uids(cluster, tenants) == uids, "a tenant namespace was deleted"
+    live = tenant_objects_in_cluster(cluster)
+    for t in tenants:
+        objs = live[t]
+        assert RB in objs, (t, objs)
+        if t in with_policy(project):
+            assert VAP in objs and VAPB in objs, (t, objs)

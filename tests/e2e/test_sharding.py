@@ -367,7 +367,7 @@ def test_a_sharded_spec_from_empty_converges_with_each_tenant_in_its_shard(proje
         assert config["gpupool:probeSecret"]["secret"] is True
         p = project.pulumi("config", "get", "gpupool:probeSecret", stack=f"dev.tenants-{k}")
         assert p.returncode == 0 and p.stdout.strip() == "s3cr3t-value", p.stderr
-        text = (project.dir / f"Pulumi.dev.tenants-{k}.yaml").read_text()
+        text = (project.dir / "stacks" / f"Pulumi.dev.tenants-{k}.yaml").read_text()  # Pulumi.yaml: stackConfigDir
         assert "s3cr3t-value" not in text and "encryptionsalt" in text, text
 
 

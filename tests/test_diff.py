@@ -225,7 +225,8 @@ def test_invalid_head_exits_1_with_diagnostics(base, tmp_path, capsys):
     head = stack(tmp_path / "head", tenants=with_tenants(notebooks=t))
     code, out, err = run(capsys, base, head)
     assert code == 1
-    diag = next(l for l in err.splitlines() if "standrd" in l)
+    diag = next(l for l in err.splitlines() if "unknown tier" in l)
+    assert "standrd" not in err  # refused input is located, never quoted back
     file, line, col, rest = diag.split(":", 3)
     assert file.endswith("notebooks.yaml") and line.isdigit() and col.isdigit() and "error" in rest
 
@@ -236,7 +237,7 @@ def test_invalid_base_still_diffs(base, tmp_path, capsys):
     code, out, err = run(capsys, bad, head)
     assert code == 0  # HEAD alone gates
     assert "BASE" in out and "is invalid" in out
-    assert "nope" in err
+    assert "tenants[notebooks].tier: unknown tier" in err and "nope" not in err
 
 
 def test_usage_errors_exit_2(base, tmp_path, capsys):

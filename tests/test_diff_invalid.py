@@ -103,7 +103,7 @@ def test_base_invalid_head_valid(base, tmp_path, capsys):
     assert not [t for t in doc["tenants"] if t["kind"] == "added"]
     assert {(u["name"], u["side"]) for u in doc["unknown"]} == {("notebooks", "BASE")}
     code, md, _ = run(capsys, bad, head, "-o", "markdown")
-    assert "BASE has 1 error" in md and "nope" in md
+    assert "BASE has 1 error" in md and "unknown tier" in md and "nope" not in md
     assert "cannot be applied" not in md
 
 
@@ -219,4 +219,4 @@ def test_small_limit_still_keeps_summary_and_errors(base, tmp_path, capsys):
     head = stack(tmp_path / "head", tenants=with_tenants(notebooks=dict(TENANTS["notebooks"], tier="nope")))
     code, md, _ = run(capsys, base, head, "-o", "markdown", "--max-chars", "3000")
     assert code == 1 and len(md) < 3000
-    assert "cannot be applied" in md and "nope" in md and "Plan: " in md
+    assert "cannot be applied" in md and "unknown tier" in md and "Plan: " in md

@@ -79,7 +79,8 @@ def test_github_escapes_what_would_end_a_property_or_the_command(capsys, tmp_pat
     )
     status, out, _ = _run(capsys, "-o", "github", str(spec))
     assert status == 1
-    line = next(line for line in out.splitlines() if "colour" in line)
+    assert "colour" not in out and "100%" not in out  # the refused key and value are never quoted
+    line = next(line for line in out.splitlines() if "unknown key" in line)
     assert "file=" in line and "a%2Cb%3Ac.yaml," in line
     assert WORKFLOW.match(line)["title"] == "GP010"
 

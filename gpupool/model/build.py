@@ -17,7 +17,6 @@ from typing import Any
 from gpupool.model import platform as m
 from gpupool.spec.diagnostics import ERROR, WARNING, Report, did_you_mean, one_of
 from gpupool.spec.loader import LoadedSpec
-from gpupool.spec.paths import render_path
 from gpupool.spec.quantity import parse_quantity
 
 # Tenants repeat the same few defaults ("500m", "1Gi"): parse each string once (the values are immutable).
@@ -95,7 +94,7 @@ class _Builder:
 
     def _add(self, severity: str, rule: str, path: tuple, message: str, key: bool) -> None:
         where = self.loaded.source.key(path) if key else self.loaded.source.value(path)
-        self.report.add(severity, where, render_path(path, self.data), message, rule)
+        self.report.add(severity, where, self.loaded.render(path), message, rule)
 
     def usable(self, prefix: tuple) -> bool:
         n = len(prefix)
@@ -173,7 +172,7 @@ class _Builder:
                 continue
             name = t["name"]
             if name in out:
-                self.error(DUPLICATE_TIER, path + ("name",), f'duplicate tier "{name}"; tier names must be unique')
+                self.error(DUPLICATE_TIER, path + ("name",), "duplicate tier name; tier names must be unique")
                 continue
             out[name] = m.Tier(
                 name,
@@ -202,9 +201,7 @@ class _Builder:
                 self.pools_complete = False
                 continue
             if p["name"] in out:
-                self.error(
-                    DUPLICATE_POOL, path + ("name",), f'duplicate node pool "{p["name"]}"; pool names must be unique'
-                )
+                self.error(DUPLICATE_POOL, path + ("name",), "duplicate node pool name; pool names must be unique")
                 self.pools_complete = False  # what it advertises is not counted: do not blame tenants for it
                 continue
             pool = self.pool(path, p, cluster, node_owner)
@@ -240,8 +237,8 @@ class _Builder:
                 self.error(
                     MIG_MODEL,
                     path + ("gpu",),
-                    f'"{p["gpu"]}" is not a MIG-capable GPU model gpupool '
-                    f"knows{did_you_mean(p['gpu'], catalog().names())}; MIG models: {one_of(catalog().names(), 20)}",
+                    f"is not a MIG-capable GPU model gpupool knows{did_you_mean(p['gpu'], catalog().names())}; "
+                    f"MIG models: {one_of(catalog().names(), 20)}",
                 )
             ok = False
         if not all(self.usable(path + (k,)) for k in ("nodes", "nodeSelector", "nodeCount")):
@@ -278,14 +275,14 @@ class _Builder:
         seen: set[str] = set()
         for j, node in enumerate(nodes):
             if node in seen:
-                self.error(NODE_TWICE, path + ("nodes", j), f'node "{node}" is listed twice in this pool')
+                self.error(NODE_TWICE, path + ("nodes", j), "this node is listed twice in this pool")
                 ok = False
             elif node in node_owner:
                 self.error(
                     NODE_IN_TWO_POOLS,
                     path + ("nodes", j),
-                    f'node "{node}" is already in pool '
-                    f'"{node_owner[node]}"; a node can carry only one MIG and one device-plugin config',
+                    f'this node is already in pool "{node_owner[node]}"; a node can carry only one MIG and one '
+                    "device-plugin config",
                 )
                 ok = False
             seen.add(node)
@@ -429,8 +426,8 @@ class _Builder:
                 self.error(
                     UNKNOWN_PRESET,
                     path + ("preset",),
-                    f'"{raw["preset"]}" is not an NVIDIA preset for '
-                    f"{model.name}{did_you_mean(raw['preset'], presets)}; presets: {one_of(presets, 30)}",
+                    f"is not an NVIDIA preset for {model.name}{did_you_mean(raw['preset'], presets)}; "
+                    f"presets: {one_of(presets, 30)}",
                 )
             return layout
         layout = raw["layout"]
@@ -441,8 +438,7 @@ class _Builder:
                 self.error(
                     COMPUTE_INSTANCE,
                     path + ("layout", profile),
-                    f'"{profile}" splits a GPU instance '
-                    "into compute instances, which the device plugin cannot advertise; use the "
+                    "splits a GPU instance into compute instances, which the device plugin cannot advertise; use the "
                     f'whole-instance profile "{whole}"',
                     key=True,
                 )
@@ -451,7 +447,7 @@ class _Builder:
                 self.error(
                     UNKNOWN_PROFILE,
                     path + ("layout", profile),
-                    f'"{profile}" is not a MIG profile of '
+                    "is not a MIG profile of "
                     f"{model.name}{did_you_mean(profile, model.profiles)}; valid profiles: "
                     f"{one_of(model.profiles, 30)}",
                     key=True,
@@ -493,7 +489,7 @@ class _Builder:
                 self.error(
                     DUPLICATE_TENANT,
                     path + ("name",),
-                    f'duplicate tenant "{name}" (first defined in '
+                    "duplicate tenant name (first defined in "
                     f"{first.file} line {first.line}); tenant names are namespace names and must be unique",
                 )
                 continue
@@ -503,7 +499,7 @@ class _Builder:
                 self.error(
                     UNKNOWN_TIER,
                     path + ("tier",),
-                    f'unknown tier "{t["tier"]}"{did_you_mean(t["tier"], tiers)}; defined tiers: {one_of(tiers)}',
+                    f"unknown tier{did_you_mean(t['tier'], tiers)}; defined tiers: {one_of(tiers)}",
                 )
                 ok = False
             gpus = dict(t.get("gpus", {}))

@@ -40,10 +40,9 @@ def parse_owner(owner: str) -> Subject | str:
     lowered = owner.lower()
     if lowered.startswith(SYSTEM_PREFIX) or lowered.startswith(GROUP_PREFIX + SYSTEM_PREFIX):
         if lowered.startswith("system:serviceaccount:"):
-            rest = owner[len("system:serviceaccount:") :]
             return (
-                f"is a Kubernetes user name, and would be bound as a group that matches nobody; "
-                f'write the service account as "serviceaccount:{rest}"'
+                "is a Kubernetes user name, and would be bound as a group that matches nobody; "
+                'write the service account as "serviceaccount:NAMESPACE:NAME" (without the "system:" prefix)'
             )
         return (
             f'is one of Kubernetes\' built-in "{SYSTEM_PREFIX}" identities (such as system:authenticated, '

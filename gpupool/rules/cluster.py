@@ -33,6 +33,6 @@ def chart_path_exists(ctx: Context) -> None:
     if chart_path is not None and not (ctx.spec_dir / chart_path).exists():
         ctx.error(
             ("cluster", "gpuOperator", "chartPath"),
-            f'"{chart_path}" does not exist (relative to {ctx.spec_dir}); give a chart directory '
+            f"does not exist (relative to {ctx.spec_dir}); give a chart directory "
             "or .tgz, or remove chartPath to use the NVIDIA Helm repository",
         )

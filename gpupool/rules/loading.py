@@ -143,7 +143,9 @@ SCHEMA = declare(
     """
 Unknown keys (with a did-you-mean hint), missing required keys, wrong types, values out of range, names
 that are not DNS labels, quantities Kubernetes cannot parse. The schema is schemas/gpupool.schema.json
-(`gpupool schema` prints it).
+(`gpupool schema` prints it). The message never repeats the refused key or value (tenant files are untrusted
+input): it is located by FILE:LINE:COL and its path, where a refused key is named by its position in its
+mapping, counted from 0 (`tenants[inference].gpus[key 2]`).
 
 Passes:
     cluster:

@@ -51,7 +51,7 @@ def node_names(ctx: Context) -> None:
                 hint = " (node names are lowercase)" if DNS_SUBDOMAIN.match(node.lower()) else ""
                 ctx.error(
                     path + ("nodes", j),
-                    f'"{node}" is not a valid Kubernetes node name{hint}: lowercase '
+                    f"is not a valid Kubernetes node name{hint}: lowercase "
                     "letters, digits, '-' and '.', each dot-separated part starting and ending with a letter "
                     "or digit, at most 253 characters",
                 )

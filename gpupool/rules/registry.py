@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpupool.spec.diagnostics import ERROR, WARNING, Location, Report
-from gpupool.spec.paths import render_path
 
 if TYPE_CHECKING:
     from gpupool.model import platform as m
@@ -107,9 +106,7 @@ class Context:
         self._add(WARNING, path, message, key, rule)
 
     def _add(self, severity: str, path: tuple, message: str, key: bool, rule: str) -> None:
-        self.report.add(
-            severity, self.location(path, key=key), render_path(path, self.data), message, rule or self.current
-        )
+        self.report.add(severity, self.location(path, key=key), self.loaded.render(path), message, rule or self.current)
 
 
 def run_rules(ctx: Context) -> None:

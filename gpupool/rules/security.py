@@ -78,13 +78,13 @@ def reserved_tenant_namespace(ctx: Context) -> None:
         if system_namespace(name):
             ctx.error(
                 path + ("name",),
-                f'"{name}" is a namespace Kubernetes owns (default and every kube- '
+                "is a namespace Kubernetes owns (default and every kube- "
                 "namespace are reserved); a tenant's name is its namespace, so choose the team's own name",
             )
         elif name == operator_ns:
             ctx.error(
                 path + ("name",),
-                f'"{name}" is the GPU Operator\'s namespace (cluster.gpuOperator.namespace), '
+                "is the GPU Operator's namespace (cluster.gpuOperator.namespace), "
                 "which gpupool manages itself; choose another tenant name",
             )
 
@@ -109,7 +109,7 @@ def operator_system_namespace(ctx: Context) -> None:
     if ctx.usable(path) and system_namespace(ns):
         ctx.error(
             path,
-            f'"{ns}" is a namespace Kubernetes owns; gpupool would mark it privileged and manage it. '
+            "is a namespace Kubernetes owns; gpupool would mark it privileged and manage it. "
             "Give the operator its own namespace, such as gpu-operator",
         )
 
@@ -131,7 +131,7 @@ def system_owner(ctx: Context) -> None:
     for path, t in _tenants(ctx):
         for j, owner in _owners(ctx, path, t):
             if owner.lower().startswith(("system:", "group:system:")):
-                ctx.error(path + ("owners", j), f'"{owner}" {parse_owner(owner)}')
+                ctx.error(path + ("owners", j), str(parse_owner(owner)))
 
 
 @rule("GP804", "owners are a group name or serviceaccount:NAMESPACE:NAME")
@@ -153,7 +153,7 @@ def owner_syntax(ctx: Context) -> None:
                 continue  # GP803
             subject = parse_owner(owner)
             if not isinstance(subject, Subject):
-                ctx.error(path + ("owners", j), f'"{owner}" {subject}')
+                ctx.error(path + ("owners", j), subject)
 
 
 def _owners(ctx: Context, path: tuple, t: dict) -> Iterator[tuple[int, str]]:
@@ -205,7 +205,7 @@ def reserved_labels(ctx: Context) -> None:
             )
             ctx.error(
                 path + ("labels", key),
-                f'"{key}" is a label key gpupool or Kubernetes manage on the namespace '
+                "is a label key gpupool or Kubernetes manage on the namespace "
                 f"(gpupool.dev/*, app.kubernetes.io/managed-by, kubernetes.io/*, k8s.io/*){fix}",
                 key=True,
             )
@@ -288,7 +288,7 @@ def derived_values(ctx: Context) -> None:
             if name.startswith(DERIVED_ENV_NAMES):
                 ctx.error(
                     base + (operand, "env", k, "name"),
-                    f"{name} is set by gpupool (a hash of the config it "
+                    f"{DERIVED_ENV_NAMES[0]}* variables are set by gpupool (a hash of the config it "
                     "writes, so that operands restart on a config change); remove this entry",
                 )
             elif operand == "migManager" and name == "WITH_REBOOT":
@@ -324,7 +324,7 @@ def tenant_file_name(ctx: Context) -> None:
         if stem != name:
             ctx.error(
                 path + ("name",),
-                f'tenant "{name}" is declared in {Path(file).name}; rename the file to '
+                f'tenant "{name}" is declared in a file named otherwise; rename the file to '
                 f"{name}.yaml (each tenant file is named after its tenant, so CODEOWNERS can give each team "
                 "its own file)",
             )

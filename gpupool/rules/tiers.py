@@ -34,7 +34,7 @@ def reserved_prefix(ctx: Context) -> None:
         if name.startswith(RESERVED_TIER_PREFIX):
             ctx.error(
                 path + ("name",),
-                f'"{name}" starts with "{RESERVED_TIER_PREFIX}", which Kubernetes '
+                f'starts with "{RESERVED_TIER_PREFIX}", which Kubernetes '
                 "reserves for its own PriorityClasses; choose another name",
             )
 

@@ -48,7 +48,9 @@ class Report:
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
     def add(self, severity: str, location: Location, path: str, message: str, rule: str = "") -> None:
-        self.diagnostics.append(Diagnostic(severity, location, path, message, rule))
+        if not location.file.isprintable():
+            location = Location(printable(location.file), location.line, location.column)
+        self.diagnostics.append(Diagnostic(severity, location, printable(path), printable(message), rule))
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -75,6 +77,16 @@ class SpecError(Exception):
     def __init__(self, diagnostics: Sequence[Diagnostic]):
         self.diagnostics = list(diagnostics)
         super().__init__("\n".join(d.render() for d in self.diagnostics))
+
+
+def printable(text: str) -> str:
+    """TEXT with control and other non-printable characters written as escapes (\\x1b, \\n). Messages do not
+    quote refused input (CONTRIBUTING.md: how diagnostics treat input); this is the net under that rule for
+    what a diagnostic must name, such as a tenant file's own name, so that no newline forges another
+    diagnostic line and no escape sequence reaches a terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:

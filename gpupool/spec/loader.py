@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from gpupool.spec.diagnostics import ERROR, WARNING, Location, Report
+from gpupool.spec.paths import render_path, shown_key
 
 # The C parser is ~10x faster; fall back for platforms without libyaml.
 _Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -86,6 +87,9 @@ class SourceMap:
 
     values: dict[Path_, _Where] = field(default_factory=dict)
     keys: dict[Path_, _Where] = field(default_factory=dict)
+    # The position of each key a path may not show as text (gpupool.spec.paths), for paths rendered while
+    # the data is still being built.
+    positions: dict[Path_, int] = field(default_factory=dict)
 
     def value(self, path: Path_) -> Location:
         """Location of the value at path, or of its nearest located ancestor."""
@@ -111,10 +115,19 @@ class LoadedSpec:
     source: SourceMap
     report: Report
     file_path: Path | None = None  # the spec on disk (path is the label shown in messages)
+    # Keys the schema refused, and list items whose name it refused (gpupool.spec.schema): paths name them by
+    # position, never by their text.
+    refused: set[Path_] = field(default_factory=set)
+    unnamed: set[Path_] = field(default_factory=set)
 
     @property
     def ok(self) -> bool:
         return not self.report.errors
+
+    def render(self, path: Path_) -> str:
+        """The path as diagnostics show it: tenants[team-a].gpus["nvidia.com/gpu"], or gpus[key 2] for a key
+        that was refused or is not plain text (refused input is named by its position, never quoted)."""
+        return render_path(path, self.data, self.refused, unnamed=self.unnamed)
 
 
 def _loc(file: str, mark) -> Location:
@@ -132,6 +145,11 @@ class _Builder:
         self.count = 0
         self.open: set[int] = set()  # collection nodes being built: an alias to one of them is a cycle
 
+    def _render(self, path: Path_, refused: tuple = ()) -> str:
+        # Loader messages name list items by index (the data is not built yet); validation renders paths
+        # with tenant and pool names.
+        return render_path(path, None, refused, self.source.positions)
+
     def build(self, node, path: Path_) -> Any:
         self.count += 1
         if self.count > MAX_VALUES:
@@ -142,7 +160,7 @@ class _Builder:
                 self.report.add(
                     ERROR,
                     _loc(self.file, node.start_mark),
-                    _render(path),
+                    self._render(path),
                     "this alias refers to a value that contains it (an endless loop); "
                     "repeat the content instead of the alias",
                     rule=R_ALIAS,
@@ -153,7 +171,7 @@ class _Builder:
                 self.report.add(
                     ERROR,
                     _loc(self.file, node.start_mark),
-                    _render(path),
+                    self._render(path),
                     f"the YAML tag {_tag(node.tag)} on this {kind} is not supported in a spec "
                     "(gpupool would otherwise drop it silently); remove the tag",
                     rule=R_VALUE,
@@ -178,7 +196,7 @@ class _Builder:
                 self.report.add(
                     ERROR,
                     _loc(self.file, key_node.start_mark),
-                    _render(path),
+                    self._render(path),
                     "mapping keys must be plain strings, not lists or mappings",
                     rule=R_KEY_NOT_TEXT,
                 )
@@ -186,16 +204,20 @@ class _Builder:
             key = key_node.value  # keys stay text: `yes:` or `1g.10gb:` must not turn into bools/floats
             child = path + (key,)
             if key in out:
+                # Named by the position of its first occurrence, and not repeated (refused input).
                 first = self.source.keys.get(child)
                 where = f" (first defined at line {_location(first).line})" if first else ""
+                self.source.positions.setdefault(child, list(out).index(key))
                 self.report.add(
                     ERROR,
                     _loc(self.file, key_node.start_mark),
-                    _render(child),
-                    f'duplicate key "{key}"{where}; each key may appear once',
+                    self._render(child, refused=(child,)),
+                    f"duplicate key{where}; each key may appear once",
                     rule=R_DUPLICATE_KEY,
                 )
                 continue
+            if not shown_key(key):
+                self.source.positions[child] = len(out)
             self.source.keys[child] = (self.file, key_node.start_mark)
             out[key] = self.build(value_node, child)
         here = self.source.values.get(path)
@@ -219,7 +241,7 @@ class _Builder:
             self.report.add(
                 ERROR,
                 _loc(self.file, key_node.start_mark),
-                _render(path + ("<<",)),
+                self._render(path + ("<<",)),
                 "a merge key `<<` takes a mapping alias such as *defaults (or a list of them)",
                 rule=R_ALIAS,
             )
@@ -231,7 +253,7 @@ class _Builder:
                 self.report.add(
                     ERROR,
                     _loc(self.file, key_node.start_mark),
-                    _render(path + ("<<",)),
+                    self._render(path + ("<<",)),
                     "this merge refers to a mapping that merges itself (an endless loop)",
                     rule=R_ALIAS,
                 )
@@ -257,7 +279,7 @@ class _Builder:
             self.report.add(
                 ERROR,
                 _loc(self.file, node.start_mark),
-                _render(path),
+                self._render(path),
                 f"the YAML tag {_tag(node.tag)} is not supported in a spec; remove it (and quote "
                 "the value if it is meant as text)",
                 rule=R_VALUE,
@@ -270,7 +292,7 @@ class _Builder:
             self.report.add(
                 ERROR,
                 _loc(self.file, node.start_mark),
-                _render(path),
+                self._render(path),
                 f"cannot read this value as {node.tag.rsplit(':', 1)[-1]}; quote it to give text",
                 rule=R_VALUE,
             )
@@ -280,8 +302,8 @@ class _Builder:
                 self.report.add(
                     ERROR,
                     _loc(self.file, node.start_mark),
-                    _render(path),
-                    f"{node.value} is not a finite number; give a number such as 1.5",
+                    self._render(path),
+                    "is not a finite number (.nan, .inf or too large to hold); give a number such as 1.5",
                     rule=R_NUMBER,
                 )
                 return None
@@ -294,13 +316,6 @@ class _Builder:
 def _tag(tag: str) -> str:
     short = tag.replace("tag:yaml.org,2002:", "!!")
     return short if _SAFE_TAG.match(short) else "(a custom tag)"
-
-
-def _render(path: Path_) -> str:
-    # A cheap rendering for loader messages; validation renders paths with tenant/pool names.
-    from gpupool.spec.paths import render_path
-
-    return render_path(path)
 
 
 def _position(data: bytes, offset: int) -> tuple[int, int]:

@@ -45,13 +45,13 @@ def parse_quantity(value: str | int | float) -> Fraction:
     text = str(value)
     match = _QUANTITY.match(text)
     if not match:
-        raise ValueError(f'"{text}" is not a Kubernetes quantity ({EXAMPLES})')
+        raise ValueError(f"is not a Kubernetes quantity ({EXAMPLES})")
     number = Fraction(match["num"])
     if match["exp"]:
         exponent = int(match["exp"][1:])
         if abs(exponent) > MAX_EXPONENT:
             raise ValueError(
-                f'"{text}" has exponent {exponent}; Kubernetes quantities stay within '
+                f"has exponent {exponent if len(str(exponent)) <= 12 else '(too large)'}; Kubernetes quantities stay within "
                 f"e-{MAX_EXPONENT}..e{MAX_EXPONENT} ({EXAMPLES})"
             )
         amount = number * Fraction(10) ** exponent

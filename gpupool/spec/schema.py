@@ -10,7 +10,6 @@ from typing import Any
 
 from gpupool.spec.diagnostics import ERROR, Report, did_you_mean, one_of
 from gpupool.spec.loader import LoadedSpec
-from gpupool.spec.paths import render_path
 
 
 def _schema_dir() -> Path:
@@ -129,6 +128,9 @@ def _iter_errors(instance: Any) -> Iterator[Any]:
 
 
 def _describe(value: Any) -> str:
+    """What a refused value is, without quoting it: text from a tenant file is untrusted input (it may hold
+    newlines, terminal escapes or someone else's secret) and is named by its location only. Numbers and
+    booleans are shown, as gpupool prints them (never the file's own text), when short."""
     if value is None:
         return "nothing (empty)"
     if isinstance(value, bool):
@@ -136,8 +138,16 @@ def _describe(value: Any) -> str:
     if isinstance(value, (dict, list)):
         return _TYPE_NAMES["object" if isinstance(value, dict) else "array"]
     if isinstance(value, str):
-        return f'"{value}"' if len(value) < 60 else f'"{value[:57]}..."'
-    return repr(value)
+        return "a string"
+    if isinstance(value, (int, float)):
+        shown = repr(value)
+        return shown if len(shown) <= 24 else "a number"
+    return "a value"
+
+
+def _subject(value: Any) -> str:
+    """The refused value as the subject of a message: "5 is too small", "this text is not allowed"."""
+    return "this text" if isinstance(value, str) else _describe(value)
 
 
 def _expected(schema_part: Any) -> str:
@@ -147,16 +157,22 @@ def _expected(schema_part: Any) -> str:
 
 
 def check(loaded: LoadedSpec, report: Report) -> set[tuple]:
-    """Validate loaded.data against the schema. Returns the set of paths that had schema errors."""
+    """Validate loaded.data against the schema. Returns the set of paths that had schema errors.
+
+    Keys (and list items' names) the schema refuses are recorded in loaded.refused and loaded.unnamed: every path shown from
+    then on names them by position (gpus[key 2], tenants[3]), since refused input is never quoted back."""
     bad: set[tuple] = set()
     # A value the loader could not read (bad tag, .nan) is already reported there: one error per problem.
     unreadable = {d.location for d in report.errors}
-    for path, key_error, message in _errors(loaded.data):
+    found = list(_errors(loaded.data))
+    loaded.refused.update(path for path, key_error, _ in found if key_error)
+    loaded.unnamed.update(path[:-1] for path, key_error, _ in found if not key_error and path[-1:] == ("name",))
+    for path, key_error, message in found:
         where = loaded.source.key(path) if key_error else loaded.source.value(path)
         bad.add(path)
         if where in unreadable and not key_error:
             continue
-        report.add(ERROR, where, render_path(path, loaded.data), message, SCHEMA_RULE)
+        report.add(ERROR, where, loaded.render(path), message, SCHEMA_RULE)
     return bad
 
 
@@ -174,6 +190,8 @@ def _errors(data: Any) -> Iterator[tuple[tuple, bool, str]]:
 
 
 def _humanize(error) -> Iterator[tuple[tuple, bool, str]]:
+    """Messages say what is wrong and what would be right, and never repeat the refused key or value: the
+    location (FILE:LINE:COL and the spec path) names it."""
     path = tuple(error.absolute_path)
     kind = error.validator
     value = error.instance
@@ -182,10 +200,10 @@ def _humanize(error) -> Iterator[tuple[tuple, bool, str]]:
         if kind == "pattern":
             hint = _PATTERN_HINTS.get(error.validator_value, f"must match {error.validator_value}")
         elif kind == "maxLength":
-            hint = f"is {len(str(value))} characters long; keys here may be at most {error.validator_value}"
+            hint = f"is {len(str(value))} characters long; keys here may be at most {error.validator_value} characters"
         else:
-            hint = error.message
-        yield path + (str(value),), True, f'key "{value}" {hint}'
+            hint = f"is not allowed here ({kind})"
+        yield path + (str(value),), True, f"this key {hint}"
         return
     if kind == "additionalProperties":
         allowed = list(error.schema.get("properties", {}))
@@ -195,11 +213,7 @@ def _humanize(error) -> Iterator[tuple[tuple, bool, str]]:
             yield (
                 path + (key,),
                 True,
-                (
-                    f'unknown key "{key}"{hint}; valid keys here: {one_of(allowed)}'
-                    if allowed
-                    else f'unknown key "{key}"'
-                ),
+                f"unknown key{hint}; valid keys here: {one_of(allowed)}" if allowed else "unknown key: no keys here",
             )
     elif kind == "required":
         missing = error.validator_value
@@ -216,20 +230,20 @@ def _humanize(error) -> Iterator[tuple[tuple, bool, str]]:
         if wants_text and isinstance(value, bool):
             hint = ' (YAML reads unquoted yes/no/on/off/true/false as true or false: quote the text, e.g. "no")'
         elif wants_text and isinstance(value, (int, float)):
-            hint = f' (YAML reads it as a number: quote it to give text, e.g. "{value}")'
+            shown = _describe(value)
+            example = f'"{shown}"' if shown != "a number" else '"0123"'
+            hint = f" (YAML reads it as a number: quote it to give text, e.g. {example})"
         yield path, False, f"expected {_expected(error.validator_value)}, got {_describe(value)}{hint}"
     elif kind == "enum":
         choices = ", ".join(str(c) for c in error.validator_value)
-        yield (
-            path,
-            False,
-            f"{_describe(value)} is not allowed{did_you_mean(value, map(str, error.validator_value))}; use one of: {choices}",
-        )
+        guess = did_you_mean(value, map(str, error.validator_value)) if isinstance(value, str) else ""
+        got = "" if isinstance(value, str) else f"; got {_describe(value)}"
+        yield path, False, f"must be one of: {choices}{guess}{got}"
     elif kind == "const":
-        yield path, False, f'expected "{error.validator_value}", got {_describe(value)}'
+        got = "" if isinstance(value, str) else f", got {_describe(value)}"
+        yield path, False, f'expected "{error.validator_value}"{got}'
     elif kind == "pattern":
-        hint = _PATTERN_HINTS.get(error.validator_value, f"must match {error.validator_value}")
-        yield path, False, f"{_describe(value)} {hint}"
+        yield path, False, _PATTERN_HINTS.get(error.validator_value, f"must match {error.validator_value}")
     elif kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         word = {
             "minimum": "at least",
@@ -243,16 +257,17 @@ def _humanize(error) -> Iterator[tuple[tuple, bool, str]]:
         yield (
             path,
             False,
-            f"{_describe(value)} is too {'small' if 'inimum' in kind else 'large'}; must be {word} {error.validator_value}{extra}",
+            f"{_subject(value)} is too {'small' if 'inimum' in kind else 'large'}; must be {word} {error.validator_value}{extra}",
         )
     elif kind in ("minLength", "maxLength"):
+        length = f" is {len(value)} characters long;" if isinstance(value, str) else ""
         yield (
             path,
             False,
             (
-                f"{_describe(value)} is empty; give a value"
+                "is empty; give a value"
                 if kind == "minLength" and not value
-                else f"{_describe(value)} must be {'at least' if kind == 'minLength' else 'at most'} "
+                else f"{_subject(value)}{length} must be {'at least' if kind == 'minLength' else 'at most'} "
                 f"{error.validator_value} characters long"
             ),
         )
@@ -262,5 +277,5 @@ def _humanize(error) -> Iterator[tuple[tuple, bool, str]]:
             False,
             f"must not be empty (at least {error.validator_value} entr{'y' if error.validator_value == 1 else 'ies'})",
         )
-    else:
-        yield path, False, error.message
+    else:  # the validator's own message quotes the instance: say which keyword refused it instead
+        yield path, False, f"is not allowed here (schema keyword {kind}); see schemas/gpupool.schema.json"

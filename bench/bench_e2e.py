@@ -458,6 +458,8 @@ def run_pulumi_sharded(
             # The shard count stays: onboarding a tenant does not change the spec's sharding.
             spec.write_text(yaml.safe_dump(sharded_doc(onboarded_doc, n_shards), sort_keys=False, width=120))
             by_stack = add_stacks(onboarded_doc["tenants"])
+            for name in order:  # a shard stack the onboarding creates (its first tenant) ran only that
+                per.setdefault(name, {"tenants": 0, "resources": 0})
             info["onboard"] = each("onboard", lambda st: st.up(**quiet))
             created, changed = 0, []
             for name in order:
@@ -797,11 +799,12 @@ def main() -> int:
             for op in ("up", "preview", "onboard"):
                 if op not in per["dev"]:
                     continue
+                ran = [v for v in shards if op in v]
                 print(
-                    f"    {op:<8} platform {per['dev'][op]:.2f} s, shards {stat([v[op] for v in shards])} s; "
+                    f"    {op:<8} platform {per['dev'][op]:.2f} s, shards {stat([v[op] for v in ran])} s; "
                     f"cpu cli+provider platform {per['dev'][op + ' cpu'][0]:.1f} s, shards "
-                    f"{stat([v[op + ' cpu'][0] for v in shards])} s; program platform "
-                    f"{per['dev'][op + ' cpu'][1]:.1f} s, shards {stat([v[op + ' cpu'][1] for v in shards])} s"
+                    f"{stat([v[op + ' cpu'][0] for v in ran])} s; program platform "
+                    f"{per['dev'][op + ' cpu'][1]:.1f} s, shards {stat([v[op + ' cpu'][1] for v in ran])} s"
                 )
     print(
         "  (gpupool render, not in any timing: "

@@ -214,24 +214,25 @@ shard_layout() {
   gpupool shards "$spec" --platform-stack "$PLATFORM" --states "$states" -o json > "$out" 2>"$work/shards.err"
 }
 
-# Rows of the layout: STACK SHARD EXISTS RELEASE_FIRST HAS_ARRIVALS HAS_TENANTS, keep lists in $work/keep-STACK.json
+# Rows of the layout: STACK SHARD EXISTS RUN RELEASE_FIRST APPLY_PASS (gpupool shards decides each;
+# gpupool/analysis/shard_moves.py), the keep lists in $work/keep-STACK.json
 layout_rows() {
   python - "$1" "$work" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1]))
 for s in doc["stacks"]:
     json.dump(s["keep"], open(f"{sys.argv[2]}/keep-{s['stack']}.json", "w"))
-    flags = [s["exists"], s["releaseFirst"], bool(s["arriving"]), bool(s["tenants"])]
+    flags = [s["exists"], s["run"], s["releaseFirst"], s["applyPass"]]
     print(s["stack"], s["shard"] or "-", *(int(f) for f in flags))
 PY
 }
 
 is_sharded() {  # a spec with tenant shards, or shard stacks left from one
-  python -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["tenantShards"] or len(d["stacks"]) > 1 else 1)' "$1"
+  python -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["sharded"] else 1)' "$1"
 }
 
 sharded() {
-  local rows stack shard exists release arrivals tenants
+  local rows stack shard exists run release apply
   rows="$(layout_rows "$1")"
   run_stack() {  # OP STACK SHARD: the op on one stack of the platform, its config set first
     local STACK="$2"
@@ -239,26 +240,22 @@ sharded() {
     log "$1 $STACK${GPUPOOL_KEEP_TENANTS:+ (release pass: keeps only the tenants it holds)}"
     one_stack "$1"
   }
+  # `if`, not `&&`: a false test as a loop's last command would make the function return 1 under set -e.
   case "$OP" in
     preview)
-      while read -r stack shard exists release arrivals tenants; do
-        [ "$exists" = 1 ] || [ "$tenants" = 1 ] || [ "$shard" = - ] || continue
-        run_stack preview "$stack" "$shard"
+      while read -r stack shard exists run release apply; do
+        if [ "$run" = 1 ]; then run_stack preview "$stack" "$shard"; fi
       done <<<"$rows" ;;
     up)
-      while read -r stack shard exists release arrivals tenants; do
-        [ "$release" = 1 ] || continue
-        GPUPOOL_KEEP_TENANTS="$work/keep-$stack.json" run_stack up "$stack" "$shard"
+      while read -r stack shard exists run release apply; do
+        if [ "$release" = 1 ]; then GPUPOOL_KEEP_TENANTS="$work/keep-$stack.json" run_stack up "$stack" "$shard"; fi
       done <<<"$rows"
-      while read -r stack shard exists release arrivals tenants; do
-        if [ "$release" = 1 ] && [ "$arrivals" = 0 ]; then continue; fi   # pass 1 did all of it
-        [ "$exists" = 1 ] || [ "$tenants" = 1 ] || [ "$shard" = - ] || continue
-        run_stack up "$stack" "$shard"
+      while read -r stack shard exists run release apply; do
+        if [ "$apply" = 1 ]; then run_stack up "$stack" "$shard"; fi
       done <<<"$rows" ;;
     destroy)
-      while read -r stack shard exists release arrivals tenants; do
-        [ "$exists" = 1 ] || continue
-        run_stack destroy "$stack" "$shard"
+      while read -r stack shard exists run release apply; do
+        if [ "$exists" = 1 ]; then run_stack destroy "$stack" "$shard"; fi
       done < <(tac <<<"$rows") ;;
   esac
 }

@@ -296,3 +296,32 @@ def test_diff_of_an_onboarding_names_the_stack_that_creates_it(tmp_path):
     assert doc["stackMoves"] == []
     unsharded = _diff_json(*_two_sides(tmp_path / "y", None, None))
     assert unsharded["stackMoves"] == [] and unsharded["empty"]
+
+
+def test_which_stacks_a_run_takes_and_in_which_pass():
+    tenants = [f"t{i}" for i in range(12)]
+    states = {"dev": _export("dev", tenants), "dev.tenants-6": _export("dev.tenants-6", [])}
+    runs = {r.stack: r for r in shard_moves.stack_runs("dev", tenants, 2, states)}
+    platform = runs["dev"]
+    assert platform.needed and platform.release_first and not platform.apply_pass  # release did all of it
+    for k in (0, 1):
+        shard = runs[f"dev.tenants-{k}"]
+        assert shard.needed == bool(shard.assigned) and shard.apply_pass == shard.needed
+    leftover = runs["dev.tenants-6"]
+    assert leftover.needed and leftover.apply_pass and not leftover.assigned  # exists: it runs and holds none
+    empty = shard_moves.stack_runs("dev", ["only"], 3, {})
+    assert [r.stack for r in empty if not r.needed] == [
+        f"dev.tenants-{k}" for k in range(3) if k != sharding.shard_of("only", 3)
+    ]
+    doc = shard_moves.as_json("dev", 2, list(runs.values()))
+    assert doc["sharded"] and all({"run", "applyPass"} <= set(s) for s in doc["stacks"])
+    assert not shard_moves.as_json("dev", 0, shard_moves.stack_runs("dev", tenants, 0, {}))["sharded"]
+
+
+def test_holder_is_the_one_rule_for_where_a_tenant_lives():
+    for shards in (0, 1, 4):
+        for t in NAMES[:200]:
+            role = sharding.holder(t, shards)
+            assert t in sharding.held_by(role, [t], shards)
+            others = [sharding.PLATFORM_ROLE] + [sharding.Role(False, k) for k in range(shards + 2)]
+            assert [r for r in others if sharding.held_by(r, [t], shards)] == [role]

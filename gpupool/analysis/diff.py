@@ -738,10 +738,8 @@ def reconcile(
 
 
 def holder(spec: m.Spec, tenant: str) -> str:
-    """The role of the Pulumi stack that holds TENANT under SPEC's sharding."""
-    if not spec.tenant_shards:
-        return "platform"
-    return sharding.shard_role(sharding.shard_of(tenant, spec.tenant_shards))
+    """The role name of the Pulumi stack that holds TENANT under SPEC's sharding."""
+    return sharding.holder(tenant, spec.tenant_shards).name
 
 
 def stack_moves(base: m.Spec | None, head: m.Spec | None) -> list[StackMove]:

@@ -56,6 +56,16 @@ class StackRun:
         return bool(self.leaving)
 
     @property
+    def needed(self) -> bool:
+        """Does a run take this stack at all? Not a shard stack that neither exists nor gets tenants."""
+        return self.exists or bool(self.assigned) or self.role.platform
+
+    @property
+    def apply_pass(self) -> bool:
+        """Does `up` run it in the apply pass? Not when its release pass already did all of it."""
+        return self.needed and not (self.release_first and not self.arriving)
+
+    @property
     def keep(self) -> tuple[str, ...]:
         """The tenants its release pass registers: held and still assigned."""
         held = set(self.held)
@@ -107,6 +117,7 @@ def as_json(platform_stack: str, shards: int, runs: list[StackRun]) -> dict:
     return {
         "platformStack": platform_stack,
         "tenantShards": shards,
+        "sharded": bool(shards) or len(runs) > 1,  # or shard stacks are left from a sharded spec
         "moves": any(r.release_first for r in runs),
         "stacks": [
             {
@@ -120,6 +131,8 @@ def as_json(platform_stack: str, shards: int, runs: list[StackRun]) -> dict:
                 "arriving": list(r.arriving),
                 "releaseFirst": r.release_first,
                 "keep": list(r.keep),
+                "run": r.needed,
+                "applyPass": r.apply_pass,
             }
             for r in runs
         ],

@@ -75,18 +75,16 @@ def parse_role(value: str) -> Role:
     return Role(platform=False, shard=int(digits))
 
 
-def held_by(role: Role, tenants: list[str], shards: int) -> list[str]:
-    """The tenants a stack of ROLE registers when the spec has SHARDS tenant shards (0: not sharded).
+def holder(tenant: str, shards: int) -> Role:
+    """The role of the stack that holds TENANT when the spec has SHARDS tenant shards (0: not sharded):
+    the platform stack unsharded, else the shard `shard_of` gives."""
+    return PLATFORM_ROLE if shards == 0 else Role(platform=False, shard=shard_of(tenant, shards))
 
-    Unsharded, the platform stack holds every tenant and a (left-over) shard stack none. Sharded, the
-    platform stack holds none and shard k those that `shard_of` gives k; a shard number at or above the
-    count (the count went down) holds none, so running it releases the tenants it still has.
-    """
-    if shards == 0:
-        return list(tenants) if role.shard is None else []
-    if role.shard is None:
-        return []
-    return [t for t in tenants if shard_of(t, shards) == role.shard]
+
+def held_by(role: Role, tenants: list[str], shards: int) -> list[str]:
+    """The tenants a stack of ROLE registers: those whose `holder` it is. So a left-over shard stack
+    (unsharded now, or a number at or above the count) holds none, and running it releases what it has."""
+    return [t for t in tenants if holder(t, shards) == role]
 
 
 def assignment(tenants: list[str], shards: int) -> dict[int, list[str]]:

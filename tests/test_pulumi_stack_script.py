@@ -12,12 +12,13 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+
+from tests.fake_pulumi import fake_project
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "ci" / "pulumi-stack.sh"
@@ -38,15 +39,7 @@ exit 0
 def env(tmp_path):
     if not shutil.which("bash"):
         pytest.skip("bash not available")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "pulumi"
-    fake.write_text(FAKE_PULUMI)
-    fake.chmod(0o755)
-    project = tmp_path / "project"
-    (project / "venv" / "bin").mkdir(parents=True)
-    (project / "venv" / "bin" / "python").symlink_to(sys.executable)
-    (project / "Pulumi.yaml").write_text("name: p\nruntime:\n  name: python\n  options:\n    virtualenv: venv\n")
+    bin_dir, project = fake_project(tmp_path, FAKE_PULUMI)
     return {
         "PATH": f"{bin_dir}:/usr/bin:/bin",
         "HOME": str(tmp_path),

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gpupool.model import sharding
+from tests.fake_pulumi import fake_project
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "ci" / "pulumi-stack.sh"
@@ -45,17 +45,7 @@ def _state(stack: str, tenants: list[str]) -> dict:
 def env(tmp_path):
     if not shutil.which("bash"):
         pytest.skip("bash not available")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "pulumi").write_text(FAKE_PULUMI)
-    (bin_dir / "pulumi").chmod(0o755)
-    project = tmp_path / "project"
-    venv_bin = project / "venv" / "bin"
-    venv_bin.mkdir(parents=True)
-    (venv_bin / "python").symlink_to(sys.executable)
-    (venv_bin / "gpupool").write_text(f'#!/bin/sh\nexec {sys.executable} -m gpupool "$@"\n')
-    (venv_bin / "gpupool").chmod(0o755)
-    (project / "Pulumi.yaml").write_text("name: p\nruntime:\n  name: python\n  options:\n    virtualenv: venv\n")
+    bin_dir, project = fake_project(tmp_path, FAKE_PULUMI)
     shutil.copytree(REPO / "stacks" / "dev", project / "dev")
     (tmp_path / "states").mkdir()
     return {

@@ -256,13 +256,21 @@ def settle(cp: ControlPlane) -> None:
     cp.wait_for(done, timeout=180, interval=1, what="ResourceQuota status from the resourcequota controller")
 
 
+FIELD_MANAGER = "--field-manager=gpupool-bench"
+
+
+def apply_both(cp: ControlPlane, cluster: Path, namespaced: Path) -> float:
+    """Seconds for the two server-side apply passes: cluster-scoped files first, then namespaced ones."""
+    t0 = time.perf_counter()
+    cp.kubectl("apply", "--server-side", FIELD_MANAGER, "-f", str(cluster), timeout=600)
+    cp.kubectl("apply", "--server-side", FIELD_MANAGER, "-f", str(namespaced), timeout=600)
+    return time.perf_counter() - t0
+
+
 def run_kubectl(cp: ControlPlane, cluster: Path, namespaced: Path) -> tuple[float, float]:
     """(apply seconds, diff seconds) on a fresh control plane."""
-    fm = "--field-manager=gpupool-bench"
-    t0 = time.perf_counter()
-    cp.kubectl("apply", "--server-side", fm, "-f", str(cluster), timeout=600)
-    cp.kubectl("apply", "--server-side", fm, "-f", str(namespaced), timeout=600)
-    t_apply = time.perf_counter() - t0
+    fm = FIELD_MANAGER
+    t_apply = apply_both(cp, cluster, namespaced)
     LOADS[("up", "kubectl")] = _load()
     settle(cp)
     t0 = time.perf_counter()
@@ -276,11 +284,7 @@ def run_kubectl(cp: ControlPlane, cluster: Path, namespaced: Path) -> tuple[floa
 
 def run_kubectl_onboard(cp: ControlPlane, cluster: Path, namespaced: Path) -> float:
     """The two apply passes of the whole rendered directory that holds one more tenant."""
-    fm = "--field-manager=gpupool-bench"
-    t0 = time.perf_counter()
-    cp.kubectl("apply", "--server-side", fm, "-f", str(cluster), timeout=600)
-    cp.kubectl("apply", "--server-side", fm, "-f", str(namespaced), timeout=600)
-    t = time.perf_counter() - t0
+    t = apply_both(cp, cluster, namespaced)
     LOADS[("onboard", "kubectl")] = _load()
     return t
 
@@ -500,7 +504,7 @@ def check_same_objects(cp: ControlPlane, manifests: tuple[Path, Path]) -> None:
         "diff",
         "--server-side",
         "--force-conflicts",
-        "--field-manager=gpupool-bench",
+        FIELD_MANAGER,
         *(a for d in manifests for a in ("-f", str(d))),
         check=False,
         timeout=600,

@@ -9,7 +9,7 @@
 #
 # -c KEY=VALUE runs `pulumi config set KEY VALUE` on the stack first (e.g. -c gpupool:skipAwait=true).
 #
-# A sharded spec (`sharding.tenantShards: N`, README "Scale") spreads the platform over STACK (the
+# A sharded spec (`sharding.tenantShards: N`, docs/scale.md) spreads the platform over STACK (the
 # operator, GPU ConfigMaps, node pools, tiers) and STACK.tenants-0 .. STACK.tenants-(N-1) (the tenants,
 # `gpupool shards` says which where). The script then runs every one of them with the command, each with
 # STACK's config plus its gpupool:shard: preview and up take STACK first, destroy takes it last. When

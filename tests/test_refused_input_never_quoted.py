@@ -1,4 +1,4 @@
-"""Refused input is reported by location, never quoted back (README: design principles).
+"""Refused input is reported by location, never quoted back (CONTRIBUTING.md, "How diagnostics treat input").
 
 Hostile keys and values (quotes, newlines that would forge another diagnostic or a GitHub workflow command,
 terminal escape sequences, a very long string, shell metacharacters) go through `gpupool validate` in every

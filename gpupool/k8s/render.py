@@ -57,7 +57,7 @@ def _document(obj: Desired) -> str:
     if obj.retain_on_delete:
         header += " retainOnDelete=true"
     if obj.wait_for:
-        # Pulumi waits (pulumi.com/waitFor, added by the component); a plain apply does not (see README).
+        # Pulumi waits (pulumi.com/waitFor, added by the component); a plain apply does not (see docs/design.md, "Rolling MIG re-layout").
         header += f"\n# gpupool: pulumi waits up to {obj.timeout_seconds}s for {obj.wait_for}"
     return header + "\n" + dump_yaml(obj.manifest)
 

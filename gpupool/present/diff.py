@@ -142,7 +142,7 @@ def _mig_lines(d) -> list[str]:
         if not c.nodes:
             out.append(
                 "  rollout: gpupool cannot name these nodes; the node-group tooling must roll them "
-                "(cordon, relabel, wait for success, uncordon; see README)"
+                "(cordon, relabel, wait for success, uncordon; see gpupool's docs/design.md)"
             )
     return out
 

@@ -199,7 +199,7 @@ def test_destroy_on_the_s3_backend(project, cluster, doc):
     assert project.export()["deployment"].get("resources") in (None, [])
     assert json.loads(project.s3.get(project.state_key()))["checkpoint"]["latest"].get("resources") in (None, [])
     assert not project.lock_files()
-    # Tenants that are not offboarded keep their namespace (README, "What `pulumi destroy` does"); an
+    # Tenants that are not offboarded keep their namespace (docs/deploy.md, "What `pulumi destroy` does"); an
     # offboarded tenant's namespace and the platform's cluster objects are gone.
     offboarded = [t["name"] for t in doc["tenants"] if t.get("offboarded")]
     assert offboarded and len(offboarded) < len(doc["tenants"])

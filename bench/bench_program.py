@@ -207,6 +207,7 @@ def child_bare(plan_file: str, out: str) -> None:
     import pulumi
     import pulumi_kubernetes as k8s
 
+    from components.provider import settings as provider_settings
     from tests.pulumi_mocks import CollectingMocks, RecordingMonitor
 
     with open(plan_file, "rb") as f:
@@ -229,7 +230,7 @@ def child_bare(plan_file: str, out: str) -> None:
     @pulumi.runtime.test
     def run():
         marks["start"] = time.perf_counter()
-        provider = k8s.Provider("k8s", enable_config_map_mutable=True)
+        provider = k8s.Provider("k8s", **provider_settings())  # the program's own settings
         resources: dict[str, pulumi.Resource] = {}
         for kind, name, kwargs, deps, retain in rows:
             opts = pulumi.ResourceOptions(

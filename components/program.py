@@ -24,6 +24,8 @@ from .gpu_config import DevicePluginConfig, MigConfig
 from .gpu_operator import GpuOperator
 from .k8s_objects import Registry
 from .node_pool import NodePool
+from .provider import checked as checked_provider
+from .provider import kubernetes_provider
 from .tenancy import Tenant
 from .tiers import PriorityTiers
 
@@ -51,13 +53,9 @@ def with_chart_path(spec: m.Spec, chart_path: str | None) -> m.Spec:
 
 
 def provider(config: pulumi.Config) -> k8s.Provider:
-    return k8s.Provider(
-        "k8s",
-        kubeconfig=config.get("kubeconfig") or None,
-        context=config.get("context") or None,
-        # In-place ConfigMap updates: a MIG or time-slicing edit is a readable diff, never a replace that
-        # deletes the fixed-name ConfigMap the operator reads (pulumi-notes 3.3).
-        enable_config_map_mutable=True,
+    """The stack's provider: its kubeconfig and context, plus the settings gpupool needs (.provider)."""
+    return kubernetes_provider(
+        "k8s", kubeconfig=config.get("kubeconfig") or None, context=config.get("context") or None
     )
 
 
@@ -71,8 +69,12 @@ def deploy(
 ) -> dict:
     """Register the desired objects of ROLE's part under their components; returns the stack outputs.
 
+    K8S_PROVIDER must be made by kubernetes_provider() (components/provider.py: the settings gpupool needs
+    merged into the caller's); any other provider is refused before anything is registered.
+
     KEEP (the release pass of a shard move, ci/pulumi-stack.sh) narrows the stack's tenants to those it
     already holds, so that it deletes the tenants leaving it before another stack creates them."""
+    k8s_provider = checked_provider(k8s_provider)
     plan = manifests.build(spec)
     parts = plan.by_component()
     registry = Registry()

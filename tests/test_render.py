@@ -13,6 +13,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from gpupool import safe_write
 from gpupool.cli.main import main
 from gpupool.k8s import manifests, render
 from gpupool.rules.engine import load_valid_spec
@@ -173,7 +174,7 @@ def test_a_file_as_output_dir_is_exit_1(tmp_path, capsys):
     assert target.read_text() == "x"
 
 
-@pytest.mark.parametrize("users_file", [False, True], ids=["swap", "in-place"])
+@pytest.mark.parametrize("users_file", [False, True], ids=["render-only", "users-file"])
 def test_a_failing_write_leaves_the_previous_render(users_file, tmp_path, monkeypatch, capsys):
     """A write that fails half-way (here: a name too long for the file system) is exit 1, not 70."""
     out = tmp_path / "out"
@@ -184,11 +185,13 @@ def test_a_failing_write_leaves_the_previous_render(users_file, tmp_path, monkey
     calls = []
     real = render._write_file
 
-    def failing(path, text):
-        calls.append(path)
+    def failing(d, name, text):
+        calls.append(name)
         if len(calls) == 6:
-            raise OSError(errno.ENAMETOOLONG, "File name too long", str(path))
-        real(path, text)
+            raise safe_write.Refused(
+                d.where(name), safe_write.reason(OSError(errno.ENAMETOOLONG, "File name too long"))
+            )
+        real(d, name, text)
 
     monkeypatch.setattr(render, "_write_file", failing)
     spec = _stack_copy(tmp_path, "replicas: 4", "replicas: 6")
@@ -205,17 +208,17 @@ from gpupool.cli.main import main
 from gpupool.k8s import manifests, render
 from gpupool.rules.engine import load_valid_spec
 real, count = render._write_file, [0]
-def write(path, text):
+def write(d, name, text):
     count[0] += 1
     if count[0] == int(sys.argv[3]):
         os.kill(os.getpid(), signal.SIGKILL)
-    real(path, text)
+    real(d, name, text)
 render._write_file = write
 main(["render", sys.argv[1], "--output-dir", sys.argv[2]])
 """
 
 
-@pytest.mark.parametrize("users_file", [False, True], ids=["swap", "in-place"])
+@pytest.mark.parametrize("users_file", [False, True], ids=["render-only", "users-file"])
 @pytest.mark.parametrize("after", [1, 20])
 def test_a_render_killed_half_way_leaves_the_previous_render(users_file, after, tmp_path):
     out = tmp_path / "out"

@@ -63,7 +63,7 @@ def run(args) -> int:
     try:
         render.write(documents, Path(args.output_dir), force=args.force)
     except render.RenderError as exc:
-        print(f"gpupool render: error: {exc}; nothing was changed", file=sys.stderr)
+        print(f"gpupool render: error: {exc}{'' if exc.partial else '; nothing was changed'}", file=sys.stderr)
         return 1
     print(f"wrote {len(documents)} file{'' if len(documents) == 1 else 's'} to {args.output_dir}")
     return 0

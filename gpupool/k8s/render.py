@@ -1,45 +1,52 @@
 """Write the desired objects of a stack as YAML files: one file per object, stable names, stable content.
 
-Render owns only what it wrote. Every render leaves an index (`.gpupool-render`, one file name per line)
-in the output directory, and a later render deletes only files that an index lists. A non-empty
-directory without an index is refused unless the caller forces it, and even then nothing outside the
-index is deleted or overwritten.
+Render owns only what it wrote, and proves it. Every render leaves an index (`.gpupool-render`: the SHA-256
+and name of each file it wrote) in the output directory, and a later render replaces or deletes a file only
+when the index lists it and its content still hashes to the listed digest. A non-empty directory without
+an index is refused unless the caller forces it, and even then nothing else is deleted or overwritten.
+Output directories are often committed (GitOps), so an index, a "leftover" staging directory or a symlink
+may be planted by a pull request: all access goes through gpupool.safe_write (no link followed at any
+component, every new name created exclusively), and a planted index can at most make render delete, inside
+its own directory, a file whose exact content the planter knew.
 
-Writing never leaves a half render behind:
-- When the directory holds nothing but a previous render (or does not exist), the new render is written
-  into a sibling directory and swapped in with one rename (renameat2 RENAME_EXCHANGE on Linux), so the
-  directory is always either the old render or the new one (against a crash of gpupool; files are not
-  fsynced, so after a power loss the file system's own guarantees apply).
-- When the user keeps their own files there too, the new files are first written into a staging
-  directory inside it (where every write can fail without touching anything), then moved into place with
-  renames. The new index is written as `.gpupool-render.pending` before the first rename, so even a kill in
-  that short window leaves every file accounted for: the next render treats both indexes as its own.
+Writing never leaves a half render behind, and never writes outside the directory: the new files are first
+written into a staging directory inside it (where every write can fail without touching anything), then
+moved into place with renames. The new index is written as `.gpupool-render.pending` before the first
+rename, so even a kill in that short window leaves every file accounted for: the next render treats both
+indexes as its own, and removes the killed render's staging directory (only the files its index proves).
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import errno
-import os
 import re
-import stat
-import tempfile
 from pathlib import Path
 
+from gpupool import safe_write
 from gpupool.k8s import delivery
 from gpupool.k8s.manifests import Desired, Plan, dump_yaml
 
 INDEX = ".gpupool-render"
 PENDING = ".gpupool-render.pending"
 STAGING_PREFIX = ".gpupool-staging-"
-NEW_SUFFIX = ".gpupool-new-"  # sibling directory: .<dir name>.gpupool-new-XXXX
+NEXT = ".gpupool-render.next"  # the next index, inside the staging directory until it is renamed into place
+_INDEXES = (INDEX, PENDING, NEXT)
 # What an index may name: a file in the directory or in one subdirectory of it (never `..`, never absolute).
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)?$")
+_SAFE_NAME = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,254}(?:/[A-Za-z0-9_][A-Za-z0-9._-]{0,254})?"
+# An index line: `SHA256  NAME` (the format of sha256sum), or a bare NAME as gpupool wrote it before digests.
+_LINE = re.compile(rf"^(?:(?P<digest>[0-9a-f]{{64}})  )?(?P<name>{_SAFE_NAME})$")
+_HEADER = b"# Written by `gpupool render`"
+# A file an index lists without a digest (written before digests) counts as gpupool's when it starts so.
+_LEGACY_PROOF = b"# gpupool: "
+MAX_INDEX_BYTES = 64 << 20  # an index of a million files is ~100 MB less than this; a planted one is cut here
 
 
 class RenderError(Exception):
-    """A problem with the output directory (refused, or a write failed): reported as exit 1."""
+    """A problem with the output directory (refused, or a write failed): reported as exit 1. PARTIAL: some
+    files were already moved into place (the pending index accounts for them; the next render finishes)."""
+
+    def __init__(self, message: str, partial: bool = False):
+        super().__init__(message)
+        self.partial = partial
 
 
 def file_name(obj: Desired) -> str:
@@ -97,45 +104,63 @@ def stream(plan: Plan, operator: str = delivery.DEFAULT_MODE) -> str:
 
 # -- the index -------------------------------------------------------------------------------------
 
+Owned = dict[str, set[str]]  # file name -> the digests that prove gpupool wrote it
 
-def _read_index(path: Path) -> set[str]:
+
+def _read_index(d: safe_write.Directory, name: str) -> Owned | None:
+    """The files index NAME lists with their digests; None when there is no such index. Refused when it is
+    a link, not a regular file, too large, or not an index gpupool wrote (its header)."""
+    data = d.read(name, MAX_INDEX_BYTES)
+    if data is None:
+        return None
+    if not data.startswith(_HEADER):
+        raise safe_write.Refused(d.where(name), "is not an index gpupool wrote; move it away")
+    owned: Owned = {}
+    for raw in data.decode("utf-8", "replace").splitlines():
+        m = _LINE.match(raw.strip())
+        if m:  # anything else is ignored, never deleted
+            digests = owned.setdefault(m["name"], set())
+            if m["digest"]:
+                digests.add(m["digest"])
+            else:
+                digests.update(_legacy_digest(d, m["name"]))
+    return owned
+
+
+def _legacy_digest(d: safe_write.Directory, name: str) -> set[str]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+        data = d.read(name, MAX_INDEX_BYTES)
+    except safe_write.Refused:
         return set()
-    names = set()
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and _SAFE_NAME.match(line):  # anything else is ignored, never deleted
-            names.add(line)
-    return names
+    return {safe_write.digest(data)} if data is not None and data.startswith(_LEGACY_PROOF) else set()
 
 
-def _index_text(names) -> str:
+def _index_text(owned: Owned) -> str:
+    lines = [f"{h}  {n}\n" for n in sorted(owned) for h in sorted(owned[n])]
     return (
-        "# Written by `gpupool render`: the files below are gpupool's. A later render replaces or removes\n"
-        "# only these; every other file in this directory is left alone.\n" + "".join(f"{n}\n" for n in sorted(names))
+        _HEADER.decode() + ": the files below (SHA-256 and name) are gpupool's. A later render\n"
+        "# replaces or removes only these, and only while their content is unchanged; every other file in\n"
+        "# this directory is left alone.\n" + "".join(lines)
     )
 
 
-def owned(directory: Path) -> set[str] | None:
-    """Files a previous render wrote here (both indexes if a render was interrupted); None: no render here."""
-    if not (directory / INDEX).exists() and not (directory / PENDING).exists():
-        return None
-    return _read_index(directory / INDEX) | _read_index(directory / PENDING)
+def _merge(*owned: Owned | None) -> Owned:
+    out: Owned = {}
+    for o in owned:
+        for name, digests in (o or {}).items():
+            out.setdefault(name, set()).update(digests)
+    return out
 
 
-def _foreign(directory: Path, mine: set[str]) -> list[str]:
-    """Entries of DIRECTORY (and of the subdirectories an index names) that gpupool did not write."""
-    if not directory.is_dir():
-        return []
-    subdirs = {n.split("/")[0] for n in mine if "/" in n}
+def _foreign(d: safe_write.Directory, mine: Owned, new: dict[str, str]) -> list[str]:
+    """Entries of the directory (and of the subdirectories gpupool writes) that gpupool did not write."""
+    subdirs = {n.split("/")[0] for n in [*mine, *new] if "/" in n}
     out = []
-    for entry in sorted(os.listdir(directory)):
-        if entry in (INDEX, PENDING) or entry.startswith(STAGING_PREFIX) or entry in mine:
+    for entry in d.entries():
+        if entry in _INDEXES or entry.startswith(STAGING_PREFIX) or entry in mine:
             continue
-        if entry in subdirs and (directory / entry).is_dir() and not (directory / entry).is_symlink():
-            out += [f"{entry}/{e}" for e in sorted(os.listdir(directory / entry)) if f"{entry}/{e}" not in mine]
+        if entry in subdirs and d.kind(entry) == "dir":
+            out += [f"{entry}/{e}" for e in d.entries(entry) if f"{entry}/{e}" not in mine]
             continue
         out.append(entry)
     return out
@@ -144,205 +169,117 @@ def _foreign(directory: Path, mine: set[str]) -> list[str]:
 # -- writing ------------------------------------------------------------------------------------------
 
 
-def _write_file(path: Path, text: str) -> None:
-    path.parent.mkdir(exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+def _write_file(d: safe_write.Directory, name: str, text: str) -> None:
+    """Every file render writes goes through here (inside its staging directory, created exclusively)."""
+    d.write_new(name, text)
 
 
-def _write_all(directory: Path, documents: dict[str, str]) -> None:
-    """Write the index first (so a leftover staging directory says what it holds), then every file."""
-    _write_file(directory / INDEX, _index_text(documents))
-    for name, text in documents.items():
-        try:
-            _write_file(directory / name, text)
-        except OSError as exc:
-            raise RenderError(_os_message(exc, f"cannot write {name}")) from exc
-
-
-def _os_message(exc: OSError, what: str) -> str:
-    reasons: dict[int | None, str] = {
-        errno.ENAMETOOLONG: "the path is too long for the file system",
-        errno.EACCES: "permission denied",
-        errno.EROFS: "read-only file system",
-        errno.ENOSPC: "no space left on the device",
-    }
-    reason = reasons.get(exc.errno, exc.strerror or str(exc))  # errno is None for an OSError raised by hand
-    return f"{what}: {reason}"
-
-
-def _remove_render(directory: Path) -> None:
-    """Delete what DIRECTORY's indexes list, the indexes, then the directory if that left it empty."""
-    mine = owned(directory) or set()
-    for name in sorted(mine, key=lambda n: -n.count("/")):
-        path = directory / name
-        if path.is_file() and not path.is_symlink():
-            path.unlink()
-    for sub in sorted({n.split("/")[0] for n in mine if "/" in n}):
-        try:
-            (directory / sub).rmdir()
-        except OSError:
-            pass  # holds something gpupool did not write: keep it
-    for name in (INDEX, PENDING):
-        (directory / name).unlink(missing_ok=True)
+def _remove_render(d: safe_write.Directory, name: str) -> None:
+    """Delete, in the directory NAME beneath D, the files its indexes prove, the indexes, then NAME itself
+    if that left it empty. What cannot be proven stays."""
     try:
-        directory.rmdir()
-    except OSError:
-        pass
+        sub = d.subdir(name)
+    except safe_write.Refused:
+        return
+    with sub:
+        try:
+            mine = _merge(*(_read_index(sub, i) for i in _INDEXES))
+        except safe_write.Refused:
+            return
+        for file in sorted(mine, key=lambda n: -n.count("/")):
+            sub.remove_proven(file, mine[file])
+        for subdir in sorted({n.split("/")[0] for n in mine if "/" in n}):
+            sub.remove_empty_dir(subdir)
+        for index in _INDEXES:
+            try:
+                data = sub.read(index, MAX_INDEX_BYTES)
+            except safe_write.Refused:
+                continue
+            if data is not None and data.startswith(_HEADER):
+                sub.remove_proven(index, {safe_write.digest(data)})
+    d.remove_empty_dir(name)
 
 
-def _clean_leftovers(directory: Path) -> None:
-    """Staging directories of renders that were killed: they hold only files their index lists."""
-    places = [(directory, STAGING_PREFIX), (directory.parent, f".{directory.name}{NEW_SUFFIX}")]
-    for place, prefix in places:
-        if not place.is_dir():
-            continue
-        for entry in place.iterdir():
-            if entry.name.startswith(prefix) and entry.is_dir() and not entry.is_symlink():
-                _remove_render(entry)
-
-
-_RENAME_EXCHANGE = 2
-_AT_FDCWD = -100
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two directories (Linux renameat2). False where the system cannot."""
-    libc_name = ctypes.util.find_library("c")
-    if not libc_name:
-        return False
-    libc = ctypes.CDLL(libc_name, use_errno=True)
-    renameat2 = getattr(libc, "renameat2", None)
-    if renameat2 is None:
-        return False
-    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
-        return False
-    raise OSError(err, os.strerror(err), str(b))
-
-
-def _is_cwd_or_above(directory: Path) -> bool:
-    cwd = Path.cwd().resolve()
-    return directory == cwd or directory in cwd.parents
+def _clean_leftovers(d: safe_write.Directory) -> None:
+    """Staging directories of renders that were killed: only what their indexes prove is removed."""
+    for entry in d.entries():
+        if entry.startswith(STAGING_PREFIX) and d.kind(entry) == "dir":
+            _remove_render(d, entry)
 
 
 def write(documents: dict[str, str], directory: Path, *, force: bool = False) -> list[Path]:
     """Make DIRECTORY hold exactly DOCUMENTS among the files gpupool wrote. Raises RenderError."""
-    directory = Path(os.path.abspath(directory))
-    if directory.exists() and not directory.is_dir():
-        raise RenderError(f"{directory}: exists and is not a directory")
-    _clean_leftovers(directory)
-    mine = owned(directory)
-    foreign = _foreign(directory, mine or set())
-    if mine is None and foreign and not force:
+    try:
+        with safe_write.Directory.open(directory, create=True) as d:
+            _write(d, documents, force)
+    except safe_write.Refused as exc:
+        raise RenderError(str(exc)) from None
+    except OSError as exc:  # what the layer did not name (listing a directory, say)
+        raise RenderError(f"{exc.filename or directory}: {safe_write.reason(exc)}") from None
+    return [Path(directory) / n for n in documents]
+
+
+def _write(d: safe_write.Directory, documents: dict[str, str], force: bool) -> None:
+    for name in documents:
+        if not re.fullmatch(_SAFE_NAME, name):
+            raise safe_write.Refused(d.where(name), "is not a file name render writes")
+    _clean_leftovers(d)
+    index, pending = _read_index(d, INDEX), _read_index(d, PENDING)
+    mine = _merge(index, pending)
+    foreign = _foreign(d, mine, documents)
+    if index is None and pending is None and foreign and not force:
         raise RenderError(
-            f"{directory}: not empty and not a previous gpupool render (no {INDEX} index); "
+            f"{d.shown}: not empty and not a previous gpupool render (no {INDEX} index); "
             "refusing to write into it. Use an empty directory, or pass --force to add the "
             "files anyway (gpupool never deletes or overwrites files it did not write)"
         )
-    clashes = [n for n in documents if n in foreign or (directory / n).exists() and n not in (mine or set())]
-    if clashes:
-        raise RenderError(
-            f"{directory / clashes[0]}: exists and was not written by gpupool; not overwriting "
-            "it (move it away, or render into another directory)"
-        )
-    try:
-        swapped = (
-            not foreign
-            and not directory.is_symlink()
-            and not _is_cwd_or_above(directory)
-            and _swap_in(documents, directory)
-        )
-        if not swapped:
-            _move_in(documents, directory, mine or set())
-    except RenderError:
-        raise
-    except OSError as exc:
-        raise RenderError(_os_message(exc, f"{exc.filename or directory}")) from exc
-    return [directory / n for n in documents]
-
-
-# The directory cannot be swapped (a mount point, an unwritable parent, another file system): write in place.
-_NO_SWAP = (errno.EBUSY, errno.EXDEV, errno.EACCES, errno.EPERM, errno.EROFS)
-
-
-def _swap_in(documents: dict[str, str], directory: Path) -> bool:
-    """The directory holds only a previous render (or nothing): build the new one beside it and swap.
-    Returns False, having changed nothing, where the directory cannot be swapped."""
-    try:
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        new = Path(tempfile.mkdtemp(prefix=f".{directory.name}{NEW_SUFFIX}", dir=directory.parent))
-    except OSError as exc:
-        if exc.errno in _NO_SWAP:
-            return False
-        raise
-    try:
-        os.chmod(new, stat.S_IMODE(directory.stat().st_mode) if directory.exists() else 0o777 & ~_umask())
-        _write_all(new, documents)
-        if directory.exists():
-            try:
-                exchanged = _exchange(new, directory)
-            except OSError as exc:
-                if exc.errno in _NO_SWAP:
-                    _remove_render(new)
-                    return False
-                raise
-            if not exchanged:
-                # No atomic exchange here: move the old render aside, then the new one in (a kill between
-                # the two renames leaves both beside DIR, each with its index).
-                aside = Path(tempfile.mkdtemp(prefix=f".{directory.name}{NEW_SUFFIX}", dir=directory.parent))
-                os.rename(directory, aside / "old")
-                os.rename(new, directory)
-                _remove_render(aside / "old")
-                aside.rmdir()
-                return True
-            # `new` now holds the previous render
-        else:
-            os.rename(new, directory)
-            return True
-    except BaseException:
-        _remove_render(new)
-        raise
-    _remove_render(new)
-    return True
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _move_in(documents: dict[str, str], directory: Path, previous: set[str]) -> None:
-    """The user keeps files here too: stage inside the directory, then rename each file into place."""
-    directory.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=directory))
-    try:
-        _write_all(staging, documents)
-    except BaseException:
-        _remove_render(staging)
-        raise
-    _replace_text(directory / PENDING, _index_text(set(documents) | previous))
+    new: Owned = {n: {safe_write.digest(t)} for n, t in documents.items()}
+    # Refuse before writing anything: every name render replaces is missing or provably gpupool's.
     for name in documents:
-        (directory / name).parent.mkdir(exist_ok=True)
-        os.replace(staging / name, directory / name)
-    for name in sorted(previous - set(documents)):
-        path = directory / name
-        if path.is_file() and not path.is_symlink():
-            path.unlink()
-    for sub in {n.split("/")[0] for n in previous - set(documents) if "/" in n}:
+        kind = d.kind(name)
+        if kind != "missing" and not (kind == "file" and d.proven(name, mine.get(name, ()))):
+            reason = safe_write.refusal(kind)
+            if kind == "file" and name in mine:
+                reason = "has changed since gpupool wrote it (its digest is not the index's); not overwriting it"
+            raise RenderError(f"{d.where(name)}: {reason} (move it away, or render into another directory)")
+    staging = d.make_temp_dir(STAGING_PREFIX)
+    with d.subdir(staging) as st:
         try:
-            (directory / sub).rmdir()
-        except OSError:
-            pass
-    _replace_text(directory / INDEX, _index_text(documents))
-    (directory / PENDING).unlink()
-    _remove_render(staging)
+            _write_file(st, INDEX, _index_text(new))  # first: a leftover staging directory says what it holds
+            for name, text in documents.items():
+                _write_file(st, name, text)
+            _write_file(st, NEXT, _index_text(_merge(mine, new)))
+        except BaseException:
+            _remove_render(d, staging)
+            raise
+        st.rename(NEXT, d, PENDING, proof=_index_digest(d, PENDING))
+        try:
+            _move_in(st, d, documents, mine, new)
+        except safe_write.Refused as exc:
+            raise RenderError(
+                f"{exc}; the render stopped half way (every file is listed in {PENDING}: fix the cause and "
+                "render again to finish it)",
+                partial=True,
+            ) from None
+    _remove_render(d, staging)
 
 
-def _replace_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    _write_file(tmp, text)
-    os.replace(tmp, path)
+def _move_in(st: safe_write.Directory, d: safe_write.Directory, documents, mine: Owned, new: Owned) -> None:
+    """Rename each staged file into place, delete what is no longer rendered, then swap the index in."""
+    for name in documents:
+        (src, last), (dst, _) = st.parent_of(name), d.parent_of(name, create=True)
+        with src, dst:
+            src.rename(last, dst, last, proof=mine.get(name, ()))
+    for name in sorted(set(mine) - set(documents), key=lambda n: -n.count("/")):
+        d.remove_proven(name, mine[name])
+    for sub in sorted({n.split("/")[0] for n in set(mine) - set(documents) if "/" in n}):
+        d.remove_empty_dir(sub)
+    _write_file(st, NEXT, _index_text(new))
+    st.rename(NEXT, d, INDEX, proof=_index_digest(d, INDEX))
+    d.remove_proven(PENDING, _index_digest(d, PENDING))
+
+
+def _index_digest(d: safe_write.Directory, name: str) -> set[str]:
+    """The proof for replacing index NAME: its own digest when it is an index gpupool wrote."""
+    data = d.read(name, MAX_INDEX_BYTES)
+    return {safe_write.digest(data)} if data is not None and data.startswith(_HEADER) else set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -86,13 +87,14 @@ def test_usage_errors_write_nothing(project, capsys, argv, message):
     assert sorted(p.name for p in (project / "stacks/dev/tenants").iterdir()) == before
 
 
-def test_quota_that_does_not_fit_is_written_and_exits_1(project, capsys):
+def test_quota_that_does_not_fit_writes_nothing_and_blames_the_new_tenant(project, capsys):
     assert (
         main(["tenant", "new", "big", "--tier", "production", "--gpus", "1g.10gb=100", "stacks/dev/spec.yaml"]) == 1
     )  # the spec path after --gpus values is the SPEC
     out, err = capsys.readouterr()
-    assert (project / "stacks/dev/tenants/big.yaml").is_file()
-    assert "GP601" in err and "1 other error with big added" in err
+    assert not (project / "stacks/dev/tenants/big.yaml").exists()
+    assert "stacks/dev/tenants/big.yaml:" in err and "GP601" in err
+    assert "stacks/dev/tenants/big.yaml: not written: 1 error with big added" in err
 
 
 def test_glob_tenant_files_and_missing_directory(project, capsys):
@@ -112,3 +114,97 @@ def test_spec_without_modeline_points_at_gpupools_schema(project):
     line = (project / "stacks/dev/tenants/vision.yaml").read_text().splitlines()[0]
     target = (project / "stacks/dev/tenants" / line.split("=", 1)[1]).resolve()
     assert target == (SCHEMA_DIR / "tenant.schema.json").resolve()
+
+
+def _outside(project: Path) -> Path:
+    outside = project / "outside"
+    outside.mkdir()
+    return outside
+
+
+@pytest.mark.parametrize("entries", ["[../../outside/, tenants/]", "[ABS, tenants/]"])
+def test_writes_only_where_the_loader_reads(project, entries, capsys):
+    """An entry the loader refuses (GP805: `..`, absolute) is no place to write: the file lands in tenants/."""
+    outside = _outside(project)
+    spec = project / "stacks/dev/spec.yaml"
+    text = spec.read_text()
+    assert "tenantFiles:\n  - tenants/\n" in text
+    spec.write_text(
+        text.replace("tenantFiles:\n  - tenants/\n", f"tenantFiles: {entries.replace('ABS', str(outside))}\n")
+    )
+    main(["tenant", "new", "vision", "--tier", "standard", str(spec)])
+    assert os.listdir(outside) == []
+    assert (project / "stacks/dev/tenants/vision.yaml").is_file()
+
+
+@pytest.mark.parametrize("link", ["stacks/dev/tenants", "stacks/dev"])
+def test_never_writes_through_a_link(project, link, capsys):
+    """`tenants` (or the stack directory on the way to it) a symlink leaving the stack: refused, exit 1."""
+    outside = _outside(project)
+    shutil.rmtree(project / link)
+    os.symlink(outside, project / link)
+    (outside / "tenants").mkdir()
+    (outside / "spec.yaml").write_text((ROOT / "stacks/dev/spec.yaml").read_text())
+    assert main(["tenant", "new", "vision", "--tier", "standard", "stacks/dev/spec.yaml"]) == 1
+    assert f"{link}: is a symbolic link" in capsys.readouterr().err
+    assert not any(p.name == "vision.yaml" for p in outside.rglob("*"))
+
+
+@pytest.mark.parametrize(
+    "gpus,rule",
+    [
+        ("h100=1", "GP503"),  # no pool offers it
+        ("3g.20gb=1", "GP503"),  # a MIG profile no pool is cut into
+        ("1g.10gb=3", "GP601"),  # beyond capacity together with notebooks' 6
+    ],
+)
+def test_a_tenant_that_would_add_an_error_is_not_written(project, gpus, rule, capsys):
+    """Validated before writing: the problem is shown, located in the file tenant new would have written, and
+    nothing is written (exit 1). A capacity overrun is blamed on the new tenant, not on the bigger holder
+    whose file did not change."""
+    before = sorted(p.name for p in (project / "stacks/dev/tenants").iterdir())
+    assert main(["tenant", "new", "vision", "--tier", "production", "--gpus", gpus, "--stack", "dev"]) == 1
+    err = capsys.readouterr().err
+    blamed = [line for line in err.splitlines() if f"[{rule}]" in line]
+    assert blamed and all(line.startswith("stacks/dev/tenants/vision.yaml:") for line in blamed), err
+    assert "tenants[vision].gpus" in blamed[0]
+    assert "stacks/dev/tenants/vision.yaml: not written" in err
+    assert sorted(p.name for p in (project / "stacks/dev/tenants").iterdir()) == before
+
+
+def test_owner_and_cost_center_make_a_tenant_that_validates(project, capsys):
+    argv = ["tenant", "new", "vision", "--tier", "standard", "--gpus", "gpu.shared=2", "--stack", "dev"]
+    assert main([*argv, "--owner", "vision-admins", "--owner", "group:ml", "--cost-center", "cc-7000"]) == 0
+    data = yaml.safe_load((project / "stacks/dev/tenants/vision.yaml").read_text())
+    assert data["owners"] == ["vision-admins", "group:ml"] and data["costCenter"] == "cc-7000"
+    assert validate_file("stacks/dev/spec.yaml").ok
+    assert "edit stacks/dev/tenants/vision.yaml" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flag", ["--owner", "--cost-center"])
+def test_a_refused_owner_or_cost_center_writes_nothing_and_is_not_echoed(project, flag, capsys):
+    hostile = "system:masters" if flag == "--owner" else "cc 7000\n::error::forged"
+    assert (
+        main(
+            ["tenant", "new", "vision", "--tier", "standard", "--gpus", "gpu.shared=1", flag, hostile, "--stack", "dev"]
+        )
+        == 1
+    )
+    err = capsys.readouterr().err
+    assert "not written" in err and "forged" not in err
+    assert not (project / "stacks/dev/tenants/vision.yaml").exists()
+
+
+@pytest.mark.parametrize("name", ["vision\n", "vision\nx", "\nvision"])
+def test_names_are_matched_whole(project, name, capsys):
+    assert main(["tenant", "new", name, "--tier", "standard", "--stack", "dev"]) == 2
+    assert "is not a tenant name" in capsys.readouterr().err
+    assert not any("vision" in p.name for p in (project / "stacks/dev/tenants").iterdir())
+
+
+def test_usage_line(project, capsys):
+    with pytest.raises(SystemExit):
+        main(["tenant", "new", "--help"])
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("usage: gpupool tenant new NAME --tier TIER [--gpus RES=N ...]")
+    assert first.endswith("[--stack NAME | SPEC]")

@@ -1,24 +1,32 @@
 """`gpupool tenant new NAME --tier T --gpus RES=N...`: scaffold a tenant file, the first step of onboarding.
 
-The file goes into the stack's tenant directory (the first `tenantFiles` entry that is a directory or a glob
-in one), with the editor's schema modeline and placeholder owners and cost centre that rule GP590 rejects, so
-the onboarding pull request cannot merge until someone fills them in. An existing file or tenant of that name
-is never overwritten. Then the whole stack is validated with the new tenant in it.
+The file goes into the stack's tenant directory (the first `tenantFiles` entry the loader would read that is
+a directory or a glob in one; never an entry it refuses, GP805), with the editor's schema modeline and the
+owners and cost centre given, or placeholders that rule GP590 rejects, so the onboarding pull request cannot
+merge until someone fills them in. The whole stack is validated with the new tenant in it *before* anything
+is written, and the file is written only when the tenant adds no error but the placeholders: a quota no pool
+offers, an isolation the tier refuses or a quota beyond capacity (blamed on the new tenant) writes nothing.
+The file is created through gpupool.safe_write: no link followed from the stack directory down, never over
+an existing file.
 
-Exit status: 0 = written, and the only problems left are the placeholders; 1 = written, and the stack has
-other problems with it (e.g. the quota does not fit: the output says which); 2 = usage error, nothing written.
+Exit status: 0 = written, and the only problems the tenant brings are the placeholders; 1 = nothing written:
+the tenant would add errors (the output says which, located in the file it would have written) or the path
+is refused (a symbolic link on the way, say); 2 = usage error, nothing written.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import sys
 from pathlib import Path
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_RESOURCE = re.compile(r"^nvidia\.com/[A-Za-z0-9][-A-Za-z0-9_.+]*$")
-_MIG_PROFILE = re.compile(r"^\d+g\.\d+gb")
+# Checked with fullmatch: `$` would let a trailing newline through (a file named "x\n.yaml").
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_RESOURCE = re.compile(r"nvidia\.com/[A-Za-z0-9][-A-Za-z0-9_.+]*")
+_MIG_PROFILE = re.compile(r"\d+g\.\d+gb.*")
+_PLAIN = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.@:]*")  # written as is; anything else as a quoted YAML string
 _MODELINE = re.compile(r"#\s*yaml-language-server:\s*\$schema=(?P<url>\S+)")
 _MAX_DIGITS = 9  # a quota of a billion GPUs is not a quota
 
@@ -32,11 +40,14 @@ def register(sub) -> None:
     new = tsub.add_parser(
         "new",
         help="write a new tenant file into the stack's tenant directory and validate the stack with it",
-        description="Write TENANT_DIR/NAME.yaml (schema modeline, tier, GPU quota, and placeholder owners and "
-        "cost centre that fail validation (GP590) until they are filled in), never overwriting a file "
-        "or an existing tenant; then validate the whole stack with it and print the next steps. "
-        "Exit 0 = written and only the placeholders are left, 1 = written but the stack has other "
-        "problems with it, 2 = usage error (nothing written).",
+        usage="gpupool tenant new NAME --tier TIER [--gpus RES=N ...] [--owner GROUP ...] "
+        "[--cost-center ID] [--stack NAME | SPEC]",
+        description="Validate the whole stack with a new tenant NAME in it, then write TENANT_DIR/NAME.yaml "
+        "(schema modeline, tier, GPU quota, owners and cost centre; placeholders that fail validation (GP590) "
+        "until they are filled in for the ones not given), never overwriting a file or an existing tenant, "
+        "and print the next steps. Exit 0 = written and only the placeholders are left, 1 = nothing "
+        "written: the tenant would add errors (shown, located in the file it would write) or the path is "
+        "refused, 2 = usage error (nothing written).",
     )
     # NAME and SPEC in one positional: argparse cannot fill an optional second positional given after options
     new.add_argument(
@@ -57,6 +68,18 @@ def register(sub) -> None:
         "gpu.shared=8, 1g.10gb=4 (MIG profiles)",
     )
     new.add_argument(
+        "--owner",
+        action="append",
+        default=[],
+        metavar="GROUP",
+        help="a group that owns the tenant (bound to its workload role); repeat for more. Default: a placeholder",
+    )
+    new.add_argument(
+        "--cost-center",
+        metavar="ID",
+        help="the chargeback cost centre (a label value such as cc-4100). Default: a placeholder",
+    )
+    new.add_argument(
         "--stack",
         metavar="NAME",
         help="read the spec path from gpupool:spec in the Pulumi stack's settings (stacks/Pulumi.NAME.yaml)",
@@ -67,7 +90,7 @@ def register(sub) -> None:
 def _resource(short: str) -> str:
     if "/" in short:
         return short
-    if _MIG_PROFILE.match(short):
+    if _MIG_PROFILE.fullmatch(short):
         return "nvidia.com/mig-" + short.replace("+", ".")
     return "nvidia.com/" + short
 
@@ -82,7 +105,7 @@ def parse_gpus(items: list[str]) -> dict[str, int]:
         if not sep or not res:
             raise UsageError(f"--gpus takes RES=N (such as nvidia.com/gpu=2), got {item!r}")
         name = _resource(res)
-        if not _RESOURCE.match(name):
+        if not _RESOURCE.fullmatch(name):
             raise UsageError(
                 f"{res!r} is not a GPU resource name; use nvidia.com/gpu, nvidia.com/gpu.shared or "
                 "nvidia.com/mig-<profile> (or gpu, gpu.shared, 1g.10gb)"
@@ -100,12 +123,14 @@ def tenant_dir(spec_file: Path, entries: object) -> Path | None:
     the first glob entry that a NAME.yaml file would match."""
     import fnmatch
 
+    from gpupool.spec.loader import escapes
+
     if not isinstance(entries, list):
         return None
     base = spec_file.parent
     for entry in entries:
-        if not isinstance(entry, str) or not entry or "\0" in entry:
-            continue
+        if not isinstance(entry, str) or not entry or "\0" in entry or escapes(entry):
+            continue  # the loader refuses to read there (GP805), so it is no place to write
         if (base / entry).is_dir():
             return base / entry
         if any(ch in entry for ch in "*?[") and not Path(entry).is_absolute():
@@ -135,30 +160,89 @@ def _modeline(spec_file: Path, target_dir: Path) -> str:
     return f"# yaml-language-server: $schema={Path(os.path.relpath(schema.resolve(), target_dir.resolve())).as_posix()}"
 
 
-def render_tenant(name: str, tier: str, gpus: dict[str, int], modeline: str) -> str:
+def _scalar(text: str) -> str:
+    """TEXT as a YAML scalar: plain when that reads back as the same string, else double-quoted (JSON's
+    escapes are YAML's), so no value given on the command line can add a line or a key."""
+    import json
+
+    plain = _PLAIN.fullmatch(text) and text.lower() not in ("null", "true", "false", "yes", "no", "on", "off", "~")
+    return text if plain and not text.replace(".", "").isdigit() else json.dumps(text)
+
+
+def render_tenant(
+    name: str,
+    tier: str,
+    gpus: dict[str, int],
+    modeline: str,
+    owners: list[str] | None = None,
+    cost_center: str | None = None,
+) -> str:
     from gpupool.rules.placeholders import COST_CENTER_PLACEHOLDER, OWNER_PLACEHOLDER
 
+    todo = [w for w, given in (("owners", owners), ("costCenter", cost_center)) if not given]
     lines = [
         modeline,
-        "# Scaffolded by `gpupool tenant new`: fill in owners and costCenter (validation fails until you do),",
-        '# then open the onboarding pull request. Fields: README.md, "The spec".',
+        f"# Scaffolded by `gpupool tenant new`: fill in {' and '.join(todo)} (validation fails until you do),"
+        if todo
+        else "# Scaffolded by `gpupool tenant new`.",
+        '# Then open the onboarding pull request. Fields: README.md, "The spec".',
         f"name: {name}",
-        f"tier: {tier}",
+        f"tier: {_scalar(tier)}",
     ]
     if gpus:
         lines.append("gpus:")
         lines += [f"  {res}: {n}" for res, n in gpus.items()]
+    shown = ", ".join(_scalar(o) for o in owners or [OWNER_PLACEHOLDER])
     lines += [
-        f"owners: [{OWNER_PLACEHOLDER}]      # the groups bound to the tenant's workload role",
-        f"costCenter: {COST_CENTER_PLACEHOLDER}  # the chargeback cost centre (a label value)",
+        f"owners: [{shown}]      # the groups bound to the tenant's workload role",
+        f"costCenter: {_scalar(cost_center or COST_CENTER_PLACEHOLDER)}  # the chargeback cost centre (a label value)",
         "",
     ]
     return "\n".join(lines)
 
 
+def _write_tenant(stack_dir: Path, rel: Path, text: str) -> bool:
+    """Create STACK_DIR/REL through gpupool.safe_write: no link followed from the stack directory down, never
+    over an existing file. False (after saying why) when the path is refused."""
+    from gpupool import safe_write
+    from gpupool.cli.common import UsageError
+
+    try:
+        with safe_write.Directory.open(stack_dir) as d:
+            d.create(rel.as_posix(), text)
+    except safe_write.Refused as exc:
+        if exc.reason == safe_write.reason(FileExistsError(errno.EEXIST, "")):
+            raise UsageError(f"{exc.path} already exists; gpupool does not overwrite it") from None
+        print(f"gpupool tenant new: error: {exc}; nothing was written", file=sys.stderr)
+        return False
+    return True
+
+
+def _judge(spec_file: Path, label: str, text: str, name: str):
+    """(the stack validated without the new tenant, the stack validated with it): the new file is spliced in
+    as the loader would read it, under LABEL, before anything is written."""
+    from gpupool.rules.engine import validate_file, validate_loaded
+    from gpupool.spec.loader import load_spec, load_yaml_file
+
+    before = validate_file(spec_file)
+    loaded = load_spec(spec_file)
+    if isinstance(loaded.data, dict):
+        tenants = loaded.data.setdefault("tenants", [])
+        if isinstance(tenants, list):
+            ok, tenant = load_yaml_file(
+                Path(label), label, loaded.source, loaded.report, ("tenants", len(tenants)), raw=text.encode()
+            )
+            if ok:
+                tenants.append(tenant)
+    return before, validate_loaded(loaded, changed=frozenset({name}))
+
+
+def _key(d) -> tuple:
+    return (d.rule, d.severity, d.location.file, d.path, d.message)
+
+
 def cmd_new(args) -> int:
     from gpupool.cli.common import UsageError, spec_path
-    from gpupool.rules.engine import validate_file
     from gpupool.rules.placeholders import RULE_ID as PLACEHOLDER_RULE
     from gpupool.spec.diagnostics import did_you_mean
     from gpupool.spec.loader import STDIN, load_spec
@@ -166,7 +250,7 @@ def cmd_new(args) -> int:
     if len(args.positional) > 2:
         raise UsageError("give NAME and at most one SPEC")
     name, args.spec = args.positional[0], (args.positional[1:] or [None])[0]
-    if len(name) > 63 or not _DNS_LABEL.match(name):
+    if len(name) > 63 or not _DNS_LABEL.fullmatch(name):
         raise UsageError(
             f"{name!r} is not a tenant name: lower-case letters, digits and '-', at most 63 characters, "
             "starting and ending with a letter or digit (it is also the namespace)"
@@ -200,36 +284,51 @@ def cmd_new(args) -> int:
             "directory) so that each tenant is its own file"
         )
     target = target_dir / f"{name}.yaml"
-    text = render_tenant(name, args.tier, gpus, _modeline(spec_file, target_dir))
-    try:
-        with open(target, "x", encoding="utf-8") as f:  # "x": never overwrite, even in a race
-            f.write(text)
-    except FileExistsError:
-        raise UsageError(f"{target} already exists; gpupool does not overwrite it") from None
-    except OSError as exc:
-        raise UsageError(f"cannot write {target}: {exc.strerror}") from None
-    print(f"created {target}")
+    text = render_tenant(name, args.tier, gpus, _modeline(spec_file, target_dir), args.owner, args.cost_center)
 
-    result = validate_file(spec_file)
-    diagnostics = result.report.sorted()
-    for d in diagnostics:
+    before, after = _judge(spec_file, str(target), text, name)
+    known = {_key(d) for d in before.report.sorted()}
+    diagnostics = after.report.sorted()
+    added = [d for d in diagnostics if _key(d) not in known]
+    for d in added:
         print(d.render(), file=sys.stderr)
-    others = [d for d in diagnostics if d.is_error and d.rule != PLACEHOLDER_RULE]
-    if not any(Path(d.location.file).name == target.name for d in diagnostics if d.rule == PLACEHOLDER_RULE):
-        # the placeholders were not reported, so the new file was not read (tenantFiles does not name it)
-        print(f"warning: {path} did not read {target}; check its tenantFiles", file=sys.stderr)
-    print("\nnext steps:")
-    print(f"  1. edit {target}: set owners (the groups that run workloads there) and costCenter")
-    print(f"  2. gpupool validate {path}")
-    print(f"  3. gpupool diff --base origin/main {path}    # what the onboarding pull request changes")
-    print(f"  4. git add {target} and open the pull request")
-    if others:
+    blocking = [d for d in added if d.is_error and not (d.rule == PLACEHOLDER_RULE and d.location.file == str(target))]
+    if blocking:
         from gpupool.present.text import plural
 
         print(
-            f"\n{path}: {plural(len(others), 'other error')} with {name} added (above); fix "
-            f"{'it' if len(others) == 1 else 'them'} or change the quota before the pull request",
+            f"{target}: not written: {plural(len(blocking), 'error')} with {name} added (above); change the "
+            "quota, tier, owners or cost centre and run tenant new again",
             file=sys.stderr,
         )
         return 1
+    if not _write_tenant(spec_file.parent, target.relative_to(spec_file.parent), text):
+        return 1
+    print(f"created {target}")
+    if not any(
+        t.get("name") == name for t in (load_spec(spec_file).data or {}).get("tenants") or [] if isinstance(t, dict)
+    ):
+        # tenant_dir chose a directory the loader does not read after all: say so rather than pretend
+        print(f"warning: {path} did not read {target}; check its tenantFiles", file=sys.stderr)
+    if before.report.errors:
+        from gpupool.present.text import plural
+
+        print(
+            f"note: {path} already had {plural(len(before.report.errors), 'error')} without {name}; "
+            f"`gpupool validate {path}` shows them",
+            file=sys.stderr,
+        )
+    todo = [
+        w
+        for w, given in (("owners (the groups that run workloads there)", args.owner), ("costCenter", args.cost_center))
+        if not given
+    ]
+    print("\nnext steps:")
+    step = 1
+    if todo:
+        print(f"  {step}. edit {target}: set {' and '.join(todo)}")
+        step += 1
+    print(f"  {step}. gpupool validate {path}")
+    print(f"  {step + 1}. gpupool diff --base origin/main {path}    # what the onboarding pull request changes")
+    print(f"  {step + 2}. git add {target} and open the pull request")
     return 0

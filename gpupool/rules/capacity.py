@@ -17,7 +17,8 @@ def _judgeable(ctx: Context) -> bool:
 def over_capacity(ctx: Context) -> None:
     """Per advertised resource, the quotas of active tenants may add up to the capacity times the
     oversubscription ratio (`oversubscription.perResource`, else `maxRatio`, default 1), rounded down and
-    computed exactly (10 x 0.7 allows 7). The error sits on the biggest holder's quota and names the pools.
+    computed exactly (10 x 0.7 allows 7). The error sits on the biggest holder's quota (the biggest among the
+    tenants the change adds or edits, when `tenant new` says which) and names the pools.
 
     Passes:
         tenants:
@@ -41,7 +42,8 @@ def over_capacity(ctx: Context) -> None:
         holders = sorted(
             ((t.gpus[resource], t.name) for t in spec.active_tenants if t.gpus.get(resource)), reverse=True
         )
-        biggest = holders[0][1]
+        mine = [h for h in holders if h[1] in ctx.changed]
+        biggest = (mine or holders)[0][1]
         shown = ", ".join(f"{n} {c}" for c, n in holders[:5]) + (", ..." if len(holders) > 5 else "")
         sources = ", ".join(
             f"{p.name} {p.node_count}x{p.resources_per_node()[resource]}"

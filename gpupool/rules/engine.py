@@ -59,7 +59,8 @@ def load_valid_spec(path: str | Path) -> m.Spec:
     return result.spec
 
 
-def validate_loaded(loaded: LoadedSpec) -> Result:
+def validate_loaded(loaded: LoadedSpec, *, changed: frozenset[str] = frozenset()) -> Result:
+    """Validate LOADED; CHANGED names the tenants the change under review adds or edits (see Context)."""
     report = loaded.report
     if loaded.data is None:
         return Result(loaded, report, None)
@@ -71,5 +72,5 @@ def validate_loaded(loaded: LoadedSpec) -> Result:
     bad = schema.check(loaded, report)
     built = build(loaded, report, bad)
     spec = built.model if built is not None and built.complete else None
-    run_rules(Context(loaded, report, spec, bad, built=built))
+    run_rules(Context(loaded, report, spec, bad, built=built, changed=changed))
     return Result(loaded, report, spec if not report.errors else None, partial=spec)

@@ -82,6 +82,9 @@ class Context:
     # The builder's view: the model even when the cluster section is broken (so capacity is still judged),
     # whether every pool was built, and the spec path of each built pool and tenant.
     built: Built | None = None
+    # Tenants the change under review adds or edits (`tenant new`): an error several tenants share, such as a
+    # resource granted beyond capacity, is blamed on one of them rather than on an unchanged neighbour.
+    changed: frozenset[str] = frozenset()
 
     @property
     def data(self) -> Any:

@@ -500,7 +500,7 @@ def _inside(path: Path, root: Path) -> bool:
         return False
 
 
-def _escapes(entry: str) -> str | None:
+def escapes(entry: str) -> str | None:
     """Why an entry may point outside the stack directory by its spelling alone, or None."""
     if Path(entry).is_absolute() or entry.startswith("~"):
         return (
@@ -579,7 +579,7 @@ def _include_tenants(data: dict, spec_path: Path, cwd: Path, source: SourceMap, 
         if not entry:
             continue  # the schema reports the empty entry; "" would otherwise mean the spec's own directory
         where, at = source.value((TENANT_INCLUDE_KEY, i)), f"{TENANT_INCLUDE_KEY}[{i}]"
-        escape = _escapes(entry)
+        escape = escapes(entry)
         if escape:
             report.add(ERROR, where, at, f'"{entry}" {escape}', rule=R_PATH_ESCAPES)
             continue

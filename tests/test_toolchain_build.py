@@ -1,4 +1,5 @@
-"""toolchain/build.sh tells the user what it is doing: progress with expected times, the lock, the log path.
+"""toolchain/build.sh tells the user what it is doing: progress with expected times, the lock, the log path,
+each component's time; it builds independent components at the same time and keeps the declared order.
 
 A fake `go` on PATH stands in for the compiler (it sleeps, then writes the binary, or fails), so these run
 in seconds and never touch the real cache.
@@ -21,13 +22,15 @@ BUILD = ROOT / "toolchain" / "build.sh"
 FAKE_GO = r"""#!/bin/sh
 case "$1 $2" in
   "env GOVERSION") echo go1.26.8 ;;
+  "mod download") echo '{"Dir": "/nonexistent"}' ;;
+  "mod edit") case "$*" in *-json*) echo '{}' ;; esac ;;
   "build "*)
+    for a in "$@"; do case "$a" in *.tmp) out="$a" ;; esac; done
+    [ -z "$FAKE_GO_TRACE" ] || echo "start $(basename "$out" .tmp) $(date +%s.%N)" >> "$FAKE_GO_TRACE"
     sleep "${FAKE_GO_SLEEP:-0}"
-    if [ -n "$FAKE_GO_FAIL" ]; then echo "compile error: boom" >&2; exit 1; fi
-    while [ $# -gt 0 ]; do
-      if [ "$1" = -o ]; then printf '#!/bin/sh\n' > "$2"; chmod +x "$2"; fi
-      shift
-    done ;;
+    [ -z "$FAKE_GO_TRACE" ] || echo "end $(basename "$out" .tmp) $(date +%s.%N)" >> "$FAKE_GO_TRACE"
+    case " $FAKE_GO_FAIL " in *" $(basename "$out" .tmp) "*|" 1 ") echo "compile error: boom" >&2; exit 1 ;; esac
+    printf '#!/bin/sh\n' > "$out"; chmod +x "$out" ;;
   *) echo "go $*" ;;
 esac
 """
@@ -93,3 +96,56 @@ def test_waiting_for_the_lock_is_said(env):
     assert "another toolchain build holds" in p.stderr and "pid 4242" in p.stderr
     assert re.search(r"got the lock after [0-9]+s", p.stderr)
     assert not (cache / ".build.owner").exists()  # removed when the build that wrote it ends
+
+
+def _trace(env, *names: str) -> tuple[subprocess.CompletedProcess, dict[str, tuple[float, float]]]:
+    trace = Path(env["GPUPOOL_TOOLCHAIN_DIR"]).parent / "trace"
+    env = {**env, "FAKE_GO_TRACE": str(trace), "FAKE_GO_SLEEP": "2", "POLL_SECS": "0.2"}
+    p = subprocess.run(["bash", str(BUILD), *names], env=env, capture_output=True, text=True, timeout=60)
+    spans: dict[str, list[float]] = {}
+    for line in trace.read_text().splitlines() if trace.exists() else []:
+        what, name, t = line.split()
+        spans.setdefault(name, [0.0, 0.0])[what == "end"] = float(t)
+    return p, {n: (a, b) for n, (a, b) in spans.items()}
+
+
+def test_independent_components_build_at_the_same_time_and_each_one_s_time_is_printed(env):
+    p, spans = _trace(env, "etcd", "gofakes3")
+    assert p.returncode == 0, p.stderr
+    (s1, e1), (s2, e2) = spans["etcd"], spans["gofakes3"]
+    assert s1 < e2 and s2 < e1, f"the two builds did not overlap: {spans}"
+    table = p.stderr[p.stderr.index("component times") :]
+    assert re.search(r"etcd +[0-9]+s +built", table) and re.search(r"gofakes3 +[0-9]+s +built", table), table
+
+
+def test_one_at_a_time_when_asked(env):
+    env["GPUPOOL_TOOLCHAIN_JOBS"] = "1"
+    p, spans = _trace(env, "etcd", "gofakes3")
+    assert p.returncode == 0, p.stderr
+    assert spans["gofakes3"][0] >= spans["etcd"][1], spans
+
+
+def test_the_controller_manager_waits_for_the_apiserver_whose_packages_it_reuses(env):
+    p, spans = _trace(env, "kube-apiserver", "kube-controller-manager")
+    assert p.returncode == 0, p.stderr
+    assert spans["kube-controller-manager"][0] >= spans["kube-apiserver"][1], spans
+
+
+def test_a_component_whose_prerequisite_failed_is_skipped_and_the_others_still_build(env):
+    env["FAKE_GO_FAIL"] = "kube-apiserver"
+    p, spans = _trace(env, "kube-apiserver", "kube-controller-manager", "etcd")
+    assert p.returncode == 1
+    assert "skipping kube-controller-manager: it needs kube-apiserver, which failed" in p.stderr, p.stderr
+    assert "kube-controller-manager" not in spans and "etcd" in spans
+    assert os.access(Path(env["GPUPOOL_TOOLCHAIN_DIR"]) / "components" / "etcd-v3.6.8" / "etcd", os.X_OK)
+
+
+def test_a_cached_run_builds_nothing_and_lists_every_component(env):
+    p = subprocess.run(["bash", str(BUILD), "etcd"], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    again = subprocess.run(["bash", str(BUILD), "etcd"], env=env, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0 and "building" not in again.stderr, again.stderr
+    names = subprocess.run(["bash", str(BUILD), "--list"], capture_output=True, text=True, timeout=60).stdout.split()
+    assert {"etcd", "kube-apiserver", "pulumi", "gofakes3"} <= set(names)
+    unknown = subprocess.run(["bash", str(BUILD), "nope"], env=env, capture_output=True, text=True, timeout=60)
+    assert unknown.returncode == 2 and "unknown component: nope" in unknown.stderr

@@ -6,13 +6,14 @@
 #   toolchain/build.sh                  build what is missing; last stdout line = bin dir
 #   toolchain/build.sh --print-bin-dir  print the bin dir only (no build); exit 0
 #   toolchain/build.sh --check          exit 0 if every binary is present, 1 otherwise (no build)
-#   toolchain/build.sh NAME...          build only these (pulumi, pulumi-language-python,
-#                                       pulumi-resource-kubernetes, etcd, kube-apiserver,
-#                                       kube-controller-manager, gofakes3)
+#   toolchain/build.sh --list           the components, one per line, in build order
+#   toolchain/build.sh NAME...          build only these (see --list)
 #
-# Env: GPUPOOL_TOOLCHAIN_DIR (default $HOME/.cache/gpupool-toolchain), GOFLAGS_P (parallelism,
-# default 2). Needs only Go (>= go.mod's go line of each module) and a Go module proxy.
-# Versions come from toolchain/versions.env only.
+# Missing components are built GPUPOOL_TOOLCHAIN_JOBS (default 2) at a time: one Go build keeps only about
+# one of 2 cores busy on average (downloads, code generation and the single-threaded link leave the other
+# idle). At the end a table gives each component's time. Env: GPUPOOL_TOOLCHAIN_DIR (default
+# $HOME/.cache/gpupool-toolchain), GOFLAGS_P (parallelism of each go build, default 2). Needs only Go
+# (>= go.mod's go line of each module) and a Go module proxy. Versions come from toolchain/versions.env only.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -25,22 +26,50 @@ BIN_DIR="$ROOT/$KEY/bin"
 COMP_DIR="$ROOT/components"    # one dir per (component, version): reused across keys
 SRC_DIR="$ROOT/src"            # wrapper modules / writable module copies
 LOG_DIR="$ROOT/logs"
-ALL=(etcd kube-apiserver kube-controller-manager pulumi pulumi-language-python pulumi-resource-kubernetes gofakes3)
-# Files a component installs next to its binary (same component dir, same bin dir).
-companions() { case "$1" in pulumi-language-python) echo pulumi-language-python-exec ;; esac; }
+
+# ---------------------------------------------------------------- the components
+# component NAME VERSION FUNCTION [after=NAME] [also=FILE...]: FUNCTION OUT builds NAME's binary at OUT.
+#   after=  a component to wait for: this one reuses its compiled packages from the Go build cache, so
+#           building both at once would compile those packages twice;
+#   also=   files the build installs next to the binary (same component dir, same bin dir).
+# Adding a component is its build function below, one line here and a row in toolchain/README.md's table.
+ALL=()
+declare -A VERSION_OF=() FUNC_OF=() AFTER_OF=() ALSO_OF=()
+component() {
+  local name="$1" a
+  ALL+=("$name"); VERSION_OF[$name]="$2"; FUNC_OF[$name]="$3"; AFTER_OF[$name]=""; ALSO_OF[$name]=""
+  shift 3
+  for a in "$@"; do
+    case "$a" in
+      after=*) AFTER_OF[$name]="${a#after=}" ;;
+      also=*) ALSO_OF[$name]+="${ALSO_OF[$name]:+ }${a#also=}" ;;
+    esac
+  done
+}
+component etcd "$ETCD_VERSION" build_etcd
+component kube-apiserver "$KUBERNETES_VERSION" build_kube_apiserver
+component kube-controller-manager "$KUBERNETES_VERSION" build_kube_controller_manager after=kube-apiserver
+component pulumi "$PULUMI_VERSION" build_pulumi
+component pulumi-language-python "$PULUMI_LANGUAGE_PYTHON_VERSION" build_language_python also=pulumi-language-python-exec
+component pulumi-resource-kubernetes "$PULUMI_K8S_PROVIDER_VERSION-${PULUMI_K8S_PROVIDER_MODULE_VERSION##*-}" build_provider
+component gofakes3 "$GOFAKES3_VERSION" build_gofakes3
 
 case "${1:-}" in
   --print-bin-dir) echo "$BIN_DIR"; exit 0 ;;
   --check)
     for b in "${ALL[@]}"; do
-      for f in "$b" $(companions "$b"); do
+      for f in "$b" ${ALSO_OF[$b]}; do
         [ -x "$BIN_DIR/$f" ] || { echo "missing: $BIN_DIR/$f" >&2; exit 1; }
       done
     done
     echo "$BIN_DIR"; exit 0 ;;
-  -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+  --list) printf '%s\n' "${ALL[@]}"; exit 0 ;;
+  -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
 esac
 WANT=("$@"); [ ${#WANT[@]} -gt 0 ] || WANT=("${ALL[@]}")
+for name in "${WANT[@]}"; do
+  [ -n "${VERSION_OF[$name]:-}" ] || { echo "build.sh: unknown component: $name (see --list)" >&2; exit 2; }
+done
 
 command -v go >/dev/null || { echo "build.sh: 'go' not found on PATH" >&2; exit 2; }
 export GOTOOLCHAIN=local GOWORK=off CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false -p=${GOFLAGS_P:-2}"
@@ -66,24 +95,6 @@ fi
 expected_secs() {
   awk -F'|' -v n="$1" '{ split($2, a, " ") } a[1] == n { if (match($3, /[0-9]+/)) print substr($3, RSTART, RLENGTH); exit }' \
     "$HERE/README.md" 2>/dev/null
-}
-
-# Run a component's build with its output in LOG, printing a progress line every PROGRESS_SECS (60).
-build_logged() { # name out log expected
-  build_one "$1" "$2" >"$3" 2>&1 &
-  local pid=$! t0 last=0 elapsed
-  t0=$(now)
-  trap 'kill "$pid" 2>/dev/null' INT TERM
-  while kill -0 "$pid" 2>/dev/null; do
-    sleep 2
-    elapsed=$(( $(now) - t0 ))
-    if [ $(( elapsed - last )) -ge "${PROGRESS_SECS:-60}" ]; then
-      last=$elapsed
-      log "  $1: ${elapsed}s elapsed${4:+ of ~${4}s expected}; $(tail -n 1 "$3" 2>/dev/null | cut -c1-100)"
-    fi
-  done
-  trap - INT TERM
-  wait "$pid"
 }
 
 # Replace directives of a go.mod that do not point at a local path, as `go mod edit -replace` args.
@@ -151,7 +162,7 @@ build_provider() { # out
      -o "$1" ./cmd/pulumi-resource-kubernetes)
 }
 
-build_kube() { # out cmdname
+build_kube() { # cmdname out
   local v="$KUBERNETES_VERSION" w="$SRC_DIR/kubernetes-$KUBERNETES_VERSION" k minor sv ldf args=()
   k="$(moddir "k8s.io/kubernetes@$v")"
   minor="$(echo "$v" | cut -d. -f2)"; sv="v0.${v#v1.}"     # v1.36.3 -> v0.36.3
@@ -172,8 +183,11 @@ for r in json.load(sys.stdin).get("Replace") or []:
     ldf+=" -X $p.gitVersion=$v -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
     ldf+=" -X $p.buildDate=1970-01-01T00:00:00Z"
   done
-  (cd "$w" && go build -trimpath -ldflags "$ldf" -o "$1" "k8s.io/kubernetes/cmd/$2")
+  (cd "$w" && go build -trimpath -ldflags "$ldf" -o "$2" "k8s.io/kubernetes/cmd/$1")
 }
+
+build_kube_apiserver() { build_kube kube-apiserver "$1"; }
+build_kube_controller_manager() { build_kube kube-controller-manager "$1"; }
 
 build_etcd() { # out
   local v="$ETCD_VERSION" w="$SRC_DIR/etcd-$ETCD_VERSION"
@@ -202,57 +216,104 @@ build_gofakes3() { # out
     && go build -trimpath -ldflags "-s -w" -o "$1" github.com/johannesboyne/gofakes3/cmd/gofakes3)
 }
 
-comp_version() {
-  case "$1" in
-    pulumi) echo "$PULUMI_VERSION" ;;
-    pulumi-language-python) echo "$PULUMI_LANGUAGE_PYTHON_VERSION" ;;
-    pulumi-resource-kubernetes) echo "$PULUMI_K8S_PROVIDER_VERSION-${PULUMI_K8S_PROVIDER_MODULE_VERSION##*-}" ;;
-    kube-apiserver|kube-controller-manager) echo "$KUBERNETES_VERSION" ;;
-    etcd) echo "$ETCD_VERSION" ;;
-    gofakes3) echo "$GOFAKES3_VERSION" ;;
-    *) echo "unknown component: $1" >&2; return 2 ;;
-  esac
-}
+# ---------------------------------------------------------------- the build
 
-build_one() { # name out
-  case "$1" in
-    pulumi) build_pulumi "$2" ;;
-    pulumi-language-python) build_language_python "$2" ;;
-    pulumi-resource-kubernetes) build_provider "$2" ;;
-    kube-apiserver|kube-controller-manager) build_kube "$2" "$1" ;;
-    etcd) build_etcd "$2" ;;
-    gofakes3) build_gofakes3 "$2" ;;
-  esac
-}
-
-rc=0; failed=()
-i=0
+declare -A PID_OF=() T0_OF=() LAST_OF=() SECS_OF=() RESULT_OF=() IDX_OF=()   # RESULT_OF: cached, built, failed, skipped
+todo=() failed=()
 for name in "${WANT[@]}"; do
-  i=$((i + 1))
-  ver="$(comp_version "$name")"
-  cdir="$COMP_DIR/$name-$ver"
-  if [ ! -x "$cdir/$name" ]; then
-    exp="$(expected_secs "$name")"
-    log "[$i/${#WANT[@]}] building $name $ver${exp:+ (expected ~${exp}s on 2 cores)}; log: $LOG_DIR/$name-$ver.log"
-    mkdir -p "$cdir"; t0=$(now)
-    if build_logged "$name" "$cdir/$name.tmp" "$LOG_DIR/$name-$ver.log" "$exp"; then
-      mv -f "$cdir/$name.tmp" "$cdir/$name"
-      secs=$(( $(now) - t0 ))
-      printf 'component=%s\nversion=%s\nbuild_seconds=%s\ngo=%s\nbuilt_at=%s\nsize_bytes=%s\n' \
-        "$name" "$ver" "$secs" "$(go env GOVERSION)" "$(date -u +%FT%TZ)" "$(stat -c %s "$cdir/$name")" \
-        > "$cdir/BUILD_INFO"
-      log "[$i/${#WANT[@]}] built $name in ${secs}s${exp:+ (expected ~${exp}s)}, $(du -h "$cdir/$name" | cut -f1)"
-    else
-      rm -f "$cdir/$name.tmp"; rc=1; failed+=("$LOG_DIR/$name-$ver.log")
-      log "FAILED to build $name $ver after $(( $(now) - t0 ))s; last lines of $LOG_DIR/$name-$ver.log:"
-      tail -n 25 "$LOG_DIR/$name-$ver.log" >&2 || true
-      continue
-    fi
+  if [ -x "$COMP_DIR/$name-${VERSION_OF[$name]}/$name" ]; then RESULT_OF[$name]=cached; else todo+=("$name"); fi
+done
+n_todo=${#todo[@]} i=0
+
+log_of() { echo "$LOG_DIR/$1-${VERSION_OF[$1]}.log"; }
+
+start() { # name: its build in the background, output in its log
+  local name="$1" cdir="$COMP_DIR/$1-${VERSION_OF[$1]}" exp
+  i=$((i + 1)); IDX_OF[$name]="[$i/$n_todo]"; exp="$(expected_secs "$name")"
+  log "${IDX_OF[$name]} building $name ${VERSION_OF[$name]}${exp:+ (expected ~${exp}s on 2 cores)}; log: $(log_of "$name")"
+  mkdir -p "$cdir"
+  # shellcheck disable=SC2086  # FUNC_OF is a function name
+  ${FUNC_OF[$name]} "$cdir/$name.tmp" >"$(log_of "$name")" 2>&1 &
+  PID_OF[$name]=$!; T0_OF[$name]=$(now); LAST_OF[$name]=0
+}
+
+finish() { # name rc
+  local name="$1" cdir="$COMP_DIR/$1-${VERSION_OF[$1]}" exp secs
+  exp="$(expected_secs "$name")"; secs=$(( $(now) - ${T0_OF[$name]} )); SECS_OF[$name]=$secs
+  unset "PID_OF[$name]"
+  if [ "$2" -eq 0 ] && [ -x "$cdir/$name.tmp" ]; then
+    mv -f "$cdir/$name.tmp" "$cdir/$name"
+    printf 'component=%s\nversion=%s\nbuild_seconds=%s\ngo=%s\nbuilt_at=%s\nsize_bytes=%s\n' \
+      "$name" "${VERSION_OF[$name]}" "$secs" "$(go env GOVERSION)" "$(date -u +%FT%TZ)" "$(stat -c %s "$cdir/$name")" \
+      > "$cdir/BUILD_INFO"
+    RESULT_OF[$name]=built
+    log "${IDX_OF[$name]} built $name in ${secs}s${exp:+ (expected ~${exp}s)}, $(du -h "$cdir/$name" | cut -f1)"
+  else
+    rm -f "$cdir/$name.tmp"; RESULT_OF[$name]=failed; failed+=("$(log_of "$name")")
+    log "FAILED to build $name ${VERSION_OF[$name]} after ${secs}s; last lines of $(log_of "$name"):"
+    tail -n 25 "$(log_of "$name")" >&2 || true
   fi
-  for f in "$name" $(companions "$name"); do
+}
+
+# Ready: what it waits for is not (or no longer) being built. A component whose `after` failed is skipped.
+ready() {
+  local after="${AFTER_OF[$1]}" n
+  [ -n "$after" ] || return 0
+  [ -z "${PID_OF[$after]:-}" ] || return 1
+  for n in "${todo[@]}"; do [ "$n" != "$after" ] || return 1; done
+}
+
+trap 'for p in "${PID_OF[@]}"; do kill "$p" 2>/dev/null; done; exit 130' INT TERM
+jobs_max="${GPUPOOL_TOOLCHAIN_JOBS:-2}"
+while [ ${#todo[@]} -gt 0 ] || [ ${#PID_OF[@]} -gt 0 ]; do
+  rest=()
+  for name in "${todo[@]}"; do
+    after="${AFTER_OF[$name]}"
+    if [ -n "$after" ] && [ "${RESULT_OF[$after]:-}" = failed ]; then
+      RESULT_OF[$name]=skipped; log "skipping $name: it needs $after, which failed"
+    elif [ ${#PID_OF[@]} -lt "$jobs_max" ] && ready "$name"; then
+      start "$name"
+    else
+      rest+=("$name")
+    fi
+  done
+  todo=("${rest[@]}")
+  sleep "${POLL_SECS:-2}"
+  for name in "${!PID_OF[@]}"; do
+    pid="${PID_OF[$name]}"
+    if ! kill -0 "$pid" 2>/dev/null; then
+      set +e; wait "$pid"; rc=$?; set -e
+      finish "$name" "$rc"
+    else
+      elapsed=$(( $(now) - ${T0_OF[$name]} ))
+      if [ $(( elapsed - ${LAST_OF[$name]} )) -ge "${PROGRESS_SECS:-60}" ]; then
+        LAST_OF[$name]=$elapsed; exp="$(expected_secs "$name")"
+        log "  $name: ${elapsed}s elapsed${exp:+ of ~${exp}s expected}; $(tail -n 1 "$(log_of "$name")" 2>/dev/null | cut -c1-100)"
+      fi
+    fi
+  done
+done
+trap - INT TERM
+
+for name in "${WANT[@]}"; do
+  [ "${RESULT_OF[$name]}" = cached ] || [ "${RESULT_OF[$name]}" = built ] || continue
+  cdir="$COMP_DIR/$name-${VERSION_OF[$name]}"
+  for f in "$name" ${ALSO_OF[$name]}; do
     ln -f "$cdir/$f" "$BIN_DIR/$f" 2>/dev/null || cp -f "$cdir/$f" "$BIN_DIR/$f"
   done
 done
+
+# Each step's time, for `make test`'s summary (a cached component took no time).
+if [ "$n_todo" -gt 0 ]; then
+  log "component times (wall, ${jobs_max} at a time; total ${SECONDS}s):"
+  for name in "${WANT[@]}"; do
+    case "${RESULT_OF[$name]}" in
+      cached) log "  $(printf '%-28s' "$name") cached" ;;
+      skipped) log "  $(printf '%-28s' "$name") skipped" ;;
+      *) log "  $(printf '%-28s %5ss  %s' "$name" "${SECS_OF[$name]}" "${RESULT_OF[$name]}")" ;;
+    esac
+  done
+fi
 
 # Plugin-cache layout, so PULUMI_HOME=$ROOT/$KEY/pulumi-home finds the provider by exact version
 # (resource-kubernetes-v<PULUMI_K8S_PROVIDER_VERSION>) even with PULUMI_IGNORE_AMBIENT_PLUGINS set.
@@ -263,5 +324,5 @@ if [ -x "$BIN_DIR/pulumi-resource-kubernetes" ]; then
     || cp -f "$BIN_DIR/pulumi-resource-kubernetes" "$pd/pulumi-resource-kubernetes"
 fi
 
-[ $rc -eq 0 ] || { log "some components failed; full logs: ${failed[*]}"; exit $rc; }
+[ ${#failed[@]} -eq 0 ] || { log "some components failed; full logs: ${failed[*]}"; exit 1; }
 echo "$BIN_DIR"

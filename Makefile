@@ -4,16 +4,26 @@ PY := $(VENV)/bin/python
 GPUPOOL := $(VENV)/bin/gpupool
 STACK ?= dev
 
-.PHONY: setup demo toolchain tools render-deps test test-unit clean
+.PHONY: setup demo toolchain tools render-deps test test-unit clean constraints
 
 setup: $(VENV)/.installed
 
-# Re-installs when pyproject.toml changes; editable, so the working tree is what runs.
-$(VENV)/.installed: pyproject.toml
+# Re-installs when pyproject.toml or constraints.txt changes; editable, so the working tree is what runs.
+# EXTRAS=pulumi installs what a deploy needs without the test tools (CI's deploy job; about a third the size).
+EXTRAS ?= test
+$(VENV)/.installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -c constraints.txt --upgrade pip
+	$(PY) -m pip install -q -c constraints.txt -e '.[$(EXTRAS)]'
 	touch $@
+
+# constraints.txt: the exact versions of everything `.[test]` installs, resolved afresh from pyproject.toml's
+# ranges in a throw-away venv (run after changing a dependency, review the diff, commit it).
+constraints:
+	rm -rf .constraints-venv && python3 -m venv .constraints-venv
+	.constraints-venv/bin/pip install -q --upgrade pip && .constraints-venv/bin/pip install -q -e '.[test]'
+	{ sed -n '1,4p' constraints.txt; .constraints-venv/bin/pip freeze --all --exclude-editable; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt && rm -rf .constraints-venv
 
 # The main job on the bundled dev stack: validate, capacity plan, render the objects. No cluster needed.
 demo: setup

@@ -25,7 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PIP = (sys.executable, "-m", "pip")
 PIP_ENV = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}  # no network round trip per pip call
-SOURCES = ("pyproject.toml", "README.md", "gpupool", "components", "schemas")
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "gpupool", "components", "schemas")
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +84,51 @@ def test_the_wheel_has_one_top_level_package_and_its_data(wheel):
         "gpupool/gpu/mig.yaml",
         "gpupool/k8s/gpu-operator.yaml",
         "gpupool/pulumi/program.py",
+        "gpupool/py.typed",  # PEP 561: type checkers read gpupool's annotations in a user's program
+        "gpupool/pulumi/py.typed",
     ):
         assert data in names, data
+
+
+def _metadata(wheel: Path):
+    from email.parser import Parser
+
+    zf = zipfile.ZipFile(wheel)
+    (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+    return Parser().parsestr(zf.read(name).decode()), zf.namelist()
+
+
+def test_the_wheel_carries_license_and_project_metadata(wheel):
+    meta, names = _metadata(wheel)
+    assert meta["License-Expression"] == "Apache-2.0"
+    assert meta["Author"] or meta["Author-email"]
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    classifiers = meta.get_all("Classifier")
+    assert "Typing :: Typed" in classifiers and "Programming Language :: Python :: 3.11" in classifiers
+    assert meta["Description-Content-Type"] == "text/markdown" and "make demo" in meta.get_payload()
+
+
+def test_runtime_dependencies_are_ranges_and_constraints_pin_every_one(wheel):
+    """Exact pins in a library's metadata make it uninstallable next to another Pulumi version
+    (`pip install "pulumi==3.270.0" "gpupool[pulumi]"`); the exact versions CI tests live in
+    constraints.txt, which must cover every requirement (and pin it exactly)."""
+    import re
+
+    meta, _ = _metadata(wheel)
+    requires = meta.get_all("Requires-Dist")
+    assert requires
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version, f"constraints.txt: {line} is not an exact pin"
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    for req in requires:
+        name = re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9._-]+", req).group(0)).lower()
+        if name == "gpupool":
+            continue  # the test extra names the pulumi extra
+        assert "==" not in req.split(";")[0], f"{req}: an exact pin in the package metadata; pin it in constraints.txt"
+        assert name in pins, f"{req}: not pinned in constraints.txt"
 
 
 def _run(bin_dir: Path, cwd: Path, *args: str, ok=(0,)) -> subprocess.CompletedProcess:

@@ -204,7 +204,7 @@ def test_thousand_tenant_change_fits_a_comment(tmp_path, capsys):
     )
     assert "Cut to fit GitHub's 65,536-character comment limit" in md and "full.md" in md
     note = md.split("limit:** ")[1].split(";")[0]
-    cut = {key: int(n) for n, key in re.findall(r"(\d+) (tenant changes|objects)", note)}
+    cut = {key: int(n.replace(",", "")) for n, key in re.findall(r"([\d,]+) (tenant changes|objects)", note)}
     assert sum(cut.values()) > 0
     # what was cut is counted exactly
     assert md.count("| ~ | team-") + cut.get("tenant changes", 0) == 1000

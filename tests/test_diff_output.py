@@ -130,6 +130,6 @@ def test_preview_file_is_a_collapsed_section_and_is_cut_to_fit(base, tmp_path, c
     section = md.split("<details><summary>pulumi preview --diff</summary>")[1].split("</details>")[0]
     assert section.lstrip().startswith("````diff")  # a fence longer than any in the preview
     assert "cm-0 update" in section and "cm-4999" not in section
-    assert re.search(r"✂ \d+ more preview lines cut", section)
+    assert re.search(r"✂ [\d,]+ more preview lines cut", section)
     assert "Cut to fit GitHub's" in md
     assert run(capsys, base, head, "--preview-file", tmp_path / "missing.txt")[0] == 2

@@ -1,16 +1,17 @@
 """`gpupool diff` output: text (terminals), markdown (the pull-request comment), json (docs/diff-json.md).
 
-The markdown is built to always post: a terraform-style summary line first, then (for an invalid side) its
-errors, then the details in collapsed sections; when the whole would exceed GitHub's comment limit the
-details are cut, item by item, with a count of what was cut. `format_markdown(..., limit=None)` gives the
-full, uncut comment (written with `--full-output`).
+The markdown is built to always post: the verdict and a terraform-style summary line first, then (for an
+invalid side) its errors and the alerts, then the details in collapsed sections. With a limit, the assembled
+text plus the sticky-comment marker is measured and the least important items are cut until it fits
+(`RANK_*`: objects and preview lines go first, headroom rows last), each cut counted; `format_markdown(...,
+limit=None)` gives the full, uncut comment (written with `--full-output`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from gpupool.present.numbers import signed
@@ -453,32 +454,118 @@ def mermaid_headroom(d) -> str | None:
     )
 
 
+# What is kept longest when the comment must be cut (lower first). The verdict, the summary line, the errors
+# and the alerts are never cut: they are the fixed parts, outside every section.
+RANK_HEADROOM = 1
+RANK_MIG = 2  # evictions and slice maps
+RANK_TENANT_RISK = 3  # access, offboarding, removal, stack moves
+RANK_CONFIG = 4
+RANK_QUOTA = 5
+RANK_METADATA = 6
+RANK_OBJECT = 7
+RANK_PREVIEW = 8
+
+# marocchino/sticky-pull-request-comment adds "\n<!-- Sticky Pull Request Comment{header} -->" to the body
+# (src/comment.ts, headerComment/bodyWithHeader); the header is gpupool-diff-<stack>. Kept free for it.
+STICKY_MARKER_MARGIN = 256
+
+
+def comment_length(text: str) -> int:
+    """The length GitHub's limit is checked against, counted so that it can only over-estimate: UTF-16 code
+    units (an astral character counts twice), never fewer than characters."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+@dataclass
+class _Item:
+    text: str
+    rank: int
+
+
 @dataclass
 class _Section:
-    """A collapsible part of the comment whose items can be cut to fit."""
+    """A collapsible part of the comment whose items can be cut to fit. Items are shown by rank (most
+    important first), so cutting from the end of a section cuts its least important items."""
 
-    key: str  # what the cut note calls it
+    key: str  # what the cut note calls its items
     summary: str
-    items: list[str]
+    items: list[_Item]
     head: str = ""  # fixed text before the items (a table header, an intro)
-    tail: str = ""
+    tail: str = ""  # fixed text after them (the chart, the preview's summary)
     sep: str = "\n"
     open: bool = False
-    cut: int = field(default=0)
 
-    def render(self, items: list[str]) -> str:
-        body = self.head + self.sep.join(items) + ("\n" if items and not self.sep.endswith("\n\n") else "")
-        if self.cut:
-            body += f"\n✂ {self.cut} more {self.key} cut to fit the comment limit; see the full diff.\n"
+    def __post_init__(self) -> None:
+        self.items = sorted(self.items, key=lambda i: i.rank)  # stable: equal ranks keep their order
+
+    def render(self, kept: int | None = None) -> str:
+        shown = self.items if kept is None else self.items[:kept]
+        texts = [i.text for i in shown]
+        body = self.head + self.sep.join(texts) + ("\n" if texts and not self.sep.endswith("\n\n") else "")
+        cut = len(self.items) - len(shown)
+        if cut:
+            body += f"\n✂ {cut:,} more {self.key} cut to fit the comment limit; see the full diff.\n"
         attr = " open" if self.open else ""
         return f"<details{attr}><summary>{self.summary}</summary>\n\n{body}{self.tail}\n</details>\n"
+
+
+def _cut_note(sections: list[_Section], kept: list[int], where: str) -> str:
+    cut = [(s.key, len(s.items) - k) for s, k in zip(sections, kept) if len(s.items) > k]
+    if not cut:
+        return ""
+    counts = ", ".join(f"{n:,} {key}" for key, n in cut)
+    return f"✂ **Cut to fit GitHub's {GITHUB_COMMENT_LIMIT:,}-character comment limit:** {counts}; {where}.\n"
+
+
+def _assemble(fixed: list[str], sections: list[_Section], kept: list[int], where: str) -> str:
+    parts = fixed + [s.render(k) for s, k in zip(sections, kept)]
+    note = _cut_note(sections, kept, where)
+    return "\n".join(parts + ([note] if note else []))
+
+
+def _fit(fixed: list[str], sections: list[_Section], budget: int, where: str) -> str | None:
+    """The comment with as many items as fit in BUDGET, the least important cut first; None when even the
+    fixed parts with every section emptied do not fit."""
+    full = [len(s.items) for s in sections]
+    text = _assemble(fixed, sections, full, where)
+    if comment_length(text) <= budget:
+        return text
+    # Every item in the order it is cut: highest rank first, and within a rank the later ones first.
+    order = sorted(((it.rank, si, ii) for si, s in enumerate(sections) for ii, it in enumerate(s.items)), reverse=True)
+
+    def kept_after(n: int) -> list[int]:
+        kept = list(full)
+        for _rank, si, ii in order[:n]:
+            kept[si] = min(kept[si], ii)
+        return kept
+
+    def fits(n: int) -> str | None:
+        t = _assemble(fixed, sections, kept_after(n), where)
+        return t if comment_length(t) <= budget else None
+
+    if fits(len(order)) is None:
+        return None
+    # Fewest cuts that fit: length falls with every cut but for the one-off cut notes, so search, then
+    # step on until the measured text fits (it does at len(order)).
+    lo, hi = 0, len(order)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid) is not None:
+            hi = mid
+        else:
+            lo = mid + 1
+    for n in range(lo, len(order) + 1):
+        t = fits(n)
+        if t is not None:
+            return t
+    return None  # unreachable: fits(len(order)) held
 
 
 def _sections(base: Side, head: Side, d, preview: str | None) -> list[_Section]:
     out = []
     tl = _tenant_lines(d)
     if tl:
-        rows = [f"| {m} | {_md_escape(s)} |" for m, s in tl]
+        rows = [_Item(f"| {m} | {_md_escape(s)} |", RANK_TENANT_RISK) for m, s in tl]
         s = d.summary()
         out.append(
             _Section(
@@ -496,7 +583,7 @@ def _sections(base: Side, head: Side, d, preview: str | None) -> list[_Section]:
             _Section(
                 "stack moves",
                 f"Pulumi stacks: {_plural(len(d.stack_moves), 'tenant')} move between stacks",
-                [f"- {_md_escape(line)}" for line in sl],
+                [_Item(f"- {_md_escape(line)}", RANK_TENANT_RISK) for line in sl],
                 open=len(sl) <= 20,
             )
         )
@@ -504,23 +591,25 @@ def _sections(base: Side, head: Side, d, preview: str | None) -> list[_Section]:
     if cells:
         table = md_table(["RESOURCE", "CAPACITY", "GRANTED", "HEADROOM"], cells, (1, 2, 3))
         chart = mermaid_headroom(d)
-        items = table.rstrip("\n").split("\n")
-        head_, rows_ = "\n".join(items[:2]) + "\n", items[2:]
+        lines = table.rstrip("\n").split("\n")
         out.append(
             _Section(
                 "resources",
                 f"Headroom (policy-allowed minus granted): {_plural(len(cells), 'resource')} change",
-                rows_,
-                head=head_,
+                [_Item(r, RANK_HEADROOM) for r in lines[2:]],
+                head="\n".join(lines[:2]) + "\n",
                 tail=("\n" + _fenced(chart, "mermaid")) if chart else "",
                 open=len(cells) <= 20,
             )
         )
     if d.mig:
-        items = [f"- **{s}**" for s in _mig_lines(d)]
+        items = [_Item(f"- **{s}**", RANK_MIG) for s in _mig_lines(d)]
         items += [
-            f"**pool {_md_escape(c.pool)}**, MIG slices per GPU (which profile holds which memory slices):\n\n"
-            + _fenced("\n".join(_slice_maps(c)))
+            _Item(
+                f"**pool {_md_escape(c.pool)}**, MIG slices per GPU (which profile holds which memory slices):\n\n"
+                + _fenced("\n".join(_slice_maps(c))),
+                RANK_MIG,
+            )
             for c in d.mig
         ]
         out.append(
@@ -534,8 +623,10 @@ def _sections(base: Side, head: Side, d, preview: str | None) -> list[_Section]:
         )
     pl = _plugin_lines(d)
     if pl or d.configs:
-        items = [f"- {_MD_MARK.get(m, m)} {_md_escape(t)}" for m, t in pl]
-        items += [f"{_md_escape(_config_title(c))}\n\n" + _fenced(c.unified, "diff") for c in d.configs]
+        items = [_Item(f"- {_MD_MARK.get(m, m)} {_md_escape(t)}", RANK_CONFIG) for m, t in pl]
+        items += [
+            _Item(f"{_md_escape(_config_title(c))}\n\n" + _fenced(c.unified, "diff"), RANK_CONFIG) for c in d.configs
+        ]
         out.append(
             _Section(
                 "config items",
@@ -550,17 +641,46 @@ def _sections(base: Side, head: Side, d, preview: str | None) -> list[_Section]:
             _Section(
                 "objects",
                 f"Rendered objects: {_plural(len(ol), 'object')} change",
-                [f"- {_MD_MARK.get(m, m)} {t}" for m, t in ol],
+                [_Item(f"- {_MD_MARK.get(m, m)} {t}", RANK_OBJECT) for m, t in ol],
             )
         )
     if preview is not None:
-        lines = preview.rstrip("\n").split("\n")
-        fence = "`" * (max((len(r) for r in re.findall(r"`{3,}", preview)), default=2) + 1)
-        out.append(_Section("preview lines", "pulumi preview --diff", lines, head=f"{fence}diff\n", tail=f"{fence}\n"))
+        out.append(_preview_section(preview))
     return out
 
 
-def _fixed_parts(base: Side, head: Side, d, ok: bool, errors_shown: int | None) -> list[str]:
+_PREVIEW_SUMMARY = re.compile(r"^\s*Resources:\s*$")
+
+
+def _preview_section(preview: str) -> _Section:
+    """`pulumi preview --diff` in a diff fence; its closing `Resources:` summary is never cut."""
+    lines = preview.rstrip("\n").split("\n")
+    at = next((i for i in range(len(lines) - 1, -1, -1) if _PREVIEW_SUMMARY.match(lines[i])), len(lines))
+    body, summary = lines[:at], lines[at:]
+    fence = "`" * (max((len(r) for r in re.findall(r"`{3,}", preview)), default=2) + 1)
+    tail = ("\n".join(summary) + "\n" if summary else "") + f"{fence}\n"
+    return _Section(
+        "preview lines",
+        "pulumi preview --diff",
+        [_Item(x, RANK_PREVIEW) for x in body],
+        head=f"{fence}diff\n",
+        tail=tail,
+    )
+
+
+@dataclass(frozen=True)
+class _Shown:
+    """How much of the fixed parts is shown: all of it uncut, less when even they would not fit."""
+
+    errors: int | None = MAX_ERRORS_SHOWN  # per side; None: all
+    warnings: int | None = MAX_WARNINGS_SHOWN
+
+
+# Tried in turn until the comment fits: fewer errors and alert lines (each says how many more there are).
+_SHRINK = (_Shown(), _Shown(10, 10), _Shown(3, 5), _Shown(1, 2), _Shown(0, 0))
+
+
+def _fixed_parts(base: Side, head: Side, d, ok: bool, shown: _Shown) -> list[str]:
     title = f"## gpupool diff\n\n{_code(base.label)} → {_code(head.label)}\n"
     out = [title, f"**{_verdict(base, head, d, ok)}** Plan: {summary_line(d)}\n"]
     boxes = []
@@ -568,10 +688,10 @@ def _fixed_parts(base: Side, head: Side, d, ok: bool, errors_shown: int | None) 
         if side.valid or not side.exists:
             continue
         errs = side.error_diagnostics
-        shown = errs if errors_shown is None else errs[:errors_shown]
-        lines = [side.prefix + e.render() for e in shown]
-        more = len(errs) - len(shown)
-        body = _fenced("\n".join(lines))
+        listed = errs if shown.errors is None else errs[: shown.errors]
+        lines = [side.prefix + e.render() for e in listed]
+        more = len(errs) - len(listed)
+        body = _fenced("\n".join(lines)) if lines else ""
         if more:
             body += f"\n✂ {_plural(more, 'more error')}: see the full diff or run `gpupool validate`.\n"
         if side is head:
@@ -589,9 +709,9 @@ def _fixed_parts(base: Side, head: Side, d, ok: bool, errors_shown: int | None) 
     unknown = _unknown_lines(d)
     warnings = _mig_lines(d) + [s for m, s in _tenant_lines(d) if m == "⚠"] + unknown
     if warnings:
-        listed = warnings if errors_shown is None else warnings[:MAX_WARNINGS_SHOWN]
-        more = len(warnings) - len(listed)
-        lines = [f"> - **{_md_escape(s)}**" if s.startswith(EVICTS) else f"> - {_md_escape(s)}" for s in listed]
+        listed_w = warnings if shown.warnings is None else warnings[: shown.warnings]
+        more = len(warnings) - len(listed_w)
+        lines = [f"> - **{_md_escape(s)}**" if s.startswith(EVICTS) else f"> - {_md_escape(s)}" for s in listed_w]
         if more:
             lines.append(f"> - ✂ … and {more} more (see the sections below and the full diff)")
         out.append("> [!WARNING]\n" + "\n".join(lines) + "\n")
@@ -610,40 +730,29 @@ def format_markdown(
     preview: str | None = None,
     full_output: str | None = None,
 ) -> str:
-    """The pull-request comment; `limit` (characters) cuts details to fit, None keeps everything."""
-    fixed = _fixed_parts(base, head, d, ok, None if limit is None else MAX_ERRORS_SHOWN)
+    """The pull-request comment. With a `limit` (characters) the comment, and the sticky-comment marker the
+    workflow's action adds to it, always fit: the least important items are cut first (RANK_*), then
+    fewer errors and alert lines are listed; None keeps everything."""
     sections = _sections(base, head, d, preview)
     if limit is None:
-        return "\n".join(fixed + [s.render(s.items) for s in sections])
+        return "\n".join(_fixed_parts(base, head, d, ok, _Shown(None, None)) + [s.render() for s in sections])
     where = (
         f"the full diff is in {_code(full_output)} (uploaded as a workflow artifact)"
         if full_output
         else "run `gpupool diff` with `--full-output FILE` for the full diff"
     )
-    note_reserve = 400 + len(where)
-    budget = limit - 1 - note_reserve - sum(len(p) + 1 for p in fixed)
-    rendered = []
-    for s in sections:
-        s.cut = len(s.items)
-        cost = len(s.render([])) + 1 + 120  # the empty section, its cut note
-        kept = []
-        for item in s.items:
-            if cost + len(item) + len(s.sep) > budget:
-                break
-            kept.append(item)
-            cost += len(item) + len(s.sep)
-        s.cut = len(s.items) - len(kept)
-        text = s.render(kept)
-        budget -= len(text) + 1
-        rendered.append(text)
-    cut = [(s.key, s.cut) for s in sections if s.cut]
-    parts = fixed + rendered
-    if cut:
-        counts = ", ".join(f"{n} {key}" for key, n in cut)
-        parts.append(
-            f"✂ **Cut to fit GitHub's {GITHUB_COMMENT_LIMIT:,}-character comment limit:** {counts}; {where}.\n"
-        )
-    return "\n".join(parts)
+    budget = limit - STICKY_MARKER_MARGIN if limit > 4 * STICKY_MARKER_MARGIN else limit
+    for shown in _SHRINK:
+        text = _fit(_fixed_parts(base, head, d, ok, shown), sections, budget, where)
+        if text is not None:
+            return text
+    # Only the verdict and the summary line are left: pathological input (paths of thousands of characters).
+    first = _fixed_parts(base, head, d, ok, _SHRINK[-1])[:2]
+    note = f"\n✂ Everything else was cut to fit the comment limit; {where}.\n"
+    text = "\n".join(first)
+    while comment_length(text + note) > budget and text:
+        text = text[: max(0, len(text) - max(1, comment_length(text + note) - budget))]
+    return text + note if comment_length(text + note) <= budget else note[:budget]
 
 
 # -- json ------------------------------------------------------------------------------------------

@@ -52,15 +52,14 @@ tests/render/node_modules/.installed: tests/render/package-lock.json
 
 # Lint (ruff) and type-check (mypy) the package and the components; configured in pyproject.toml.
 lint: setup
-	$(VENV)/bin/ruff check gpupool components tests bench
-	$(VENV)/bin/ruff format --check gpupool components tests bench
+	$(VENV)/bin/ruff check gpupool components tests bench ci
+	$(VENV)/bin/ruff format --check gpupool components tests bench ci
 	$(VENV)/bin/mypy
 
-# Everything, end-to-end tests against a local API server included.
-test: lint setup toolchain tools render-deps
-	GPUPOOL_REQUIRE_E2E=1 GPUPOOL_REQUIRE_RENDER=1 GPUPOOL_REQUIRE_TOOLS=1 \
-	GPUPOOL_ACTIONLINT="$$(bash tools/build.sh --print-bin-dir)/actionlint" \
-	GPUPOOL_WAITFOR_EVAL="$$(bash tools/build.sh --print-waitfor)" GPUPOOL_TOOLCHAIN_BIN="$$(bash toolchain/build.sh --print-bin-dir)" $(PY) -m pytest -q
+# Everything, end-to-end tests against a local API server included (ci/test.sh: the builds run beside lint
+# and the unit tests; at the end each step's time, the 25 slowest tests and the elapsed time against the budget).
+test:
+	VENV=$(VENV) bash ci/test.sh
 
 # Fast loop while developing: no toolchain, end-to-end tests skipped.
 test-unit: setup

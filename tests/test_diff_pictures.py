@@ -166,7 +166,11 @@ def test_pictures_render(base, tmp_path, capsys, chromium):
         ),
     )
     charts += _blocks(run(capsys, base, over, "-o", "markdown")[1], "mermaid")  # negative: a red zero line
-    assert len(charts) == 3 and "red line = 0" in charts[2] and "-4" in charts[2]
+    # negative headroom: a bar of what is granted past the line of what is allowed, the number in the label
+    assert len(charts) == 3 and "gpu.shared: 20 of 16 (4 OVER, was 8)" in charts[2]
+    for chart in charts:  # every quantity starts at zero: no bar stands for a negative number
+        assert re.search(r'y-axis "units" 0 --> \d+', chart)
+        assert all(int(x) >= 0 for b in re.findall(r"(?:bar|line) \[(.*)\]", chart) for x in b.split(", "))
     maps = [b for b in _blocks(md, "") if b.startswith("before:")]
     assert len(maps) == 1
     results, shot = _render(chromium, tmp_path, charts + [BROKEN], maps)
@@ -177,9 +181,9 @@ def test_pictures_render(base, tmp_path, capsys, chromium):
         bars = sum(len(b.split(", ")) for b in re.findall(r"bar \[(.*)\]", chart))
         # a rect per bar (both series), the title and every resource label drawn
         assert svg.count("<rect") >= bars
-        assert "Headroom by resource" in svg
-        for label in re.search(r"x-axis \[(.*)\]", chart).group(1).split(", "):
-            assert json.loads(label) in svg
+        assert "granted (dark) within allowed (light)" in svg
+        for label in json.loads("[" + re.search(r"x-axis \[(.*)\]", chart).group(1) + "]"):
+            assert label in svg
     assert shot.is_file() and shot.stat().st_size > 5000
 
 

@@ -120,6 +120,6 @@ def test_diff_shows_the_rollout_of_the_nodes_that_change_and_new_nodes_apart():
     (change,) = diffmod.compute(base, head).mig
     assert change.waves == (("n1", "n2"), ("n3", "n4")) and change.new_nodes == ("n5",)
     assert change.at_once == 2
-    text = "\n".join(_mig_lines(diffmod.compute(base, head)))
-    assert "rollout: 2 nodes unavailable at once" in text and "n1, n2 → n3, n4" in text
+    text = "\n".join(x for sentence, detail in _mig_lines(diffmod.compute(base, head)) for x in [sentence, *detail])
+    assert "rollout: 2 waves of at most 2 nodes unavailable at once" in text and "n1, n2 → n3, n4" in text
     assert "new node n5: labelled at once, no wait" in text

@@ -86,3 +86,19 @@ def test_pr_job_annotates_comments_and_uploads():
     # the artifact is the full diff of the last run, the one with the preview in it
     with_preview = next(i for i, s in enumerate(steps) if "--preview-file" in s.get("run", ""))
     assert steps.index(uploads[0]) > with_preview
+
+
+def test_diff_comment_heading_names_stack_commit_and_artifact():
+    """Both diff runs pass the stack, the PR's head commit and the run's URL (its artifacts hold the full diff
+    under the name the comment gives), so the dev and prod comments tell themselves apart."""
+    steps = _jobs()["plan"]["steps"]
+    diffs = [s for s in steps if "gpupool diff --base" in s.get("run", "")]
+    assert len(diffs) == 2
+    upload = next(s for s in steps if str(s.get("uses", "")).startswith("actions/upload-artifact@"))
+    assert upload["with"]["name"] == "gpupool-diff-${{ matrix.stack }}"  # = the name the heading gives
+    for s in diffs:
+        assert '--stack "$STACK" --commit "$HEAD_SHA" --artifact-url "$RUN_URL"' in s["run"]
+        env = s["env"]
+        assert env["STACK"] == "${{ matrix.stack }}"
+        assert env["HEAD_SHA"] == "${{ github.event.pull_request.head.sha }}"
+        assert env["RUN_URL"].endswith("/actions/runs/${{ github.run_id }}")

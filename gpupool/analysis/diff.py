@@ -18,7 +18,9 @@ Formatting lives in gpupool.present.diff.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -27,12 +29,63 @@ from gpupool.analysis import plan as planmod
 from gpupool.k8s import manifests, render, rollout
 from gpupool.model import platform as m
 from gpupool.model import sharding
+from gpupool.model.owners import Subject, parse_owner
 
 if TYPE_CHECKING:
     from gpupool.analysis.sides import Gaps, Side
 
 
 # -- result types --------------------------------------------------------------------------------
+# Kinds are StrEnums: they equal their JSON value ("added"), which json.dumps writes.
+
+
+class Kind(StrEnum):
+    ADDED = "added"
+    REMOVED = "removed"
+    CHANGED = "changed"
+
+
+class Namespace(StrEnum):
+    """What happens to a removed tenant's namespace."""
+
+    DELETED = "deleted"  # it was offboarded: Pulumi deletes the namespace and everything in it
+    RETAINED = "retained"  # retainOnDelete: it stays in the cluster, unmanaged
+
+
+class Aspect(StrEnum):
+    """What about a tenant in both specs changed (one per detail line)."""
+
+    OFFBOARDED = "offboarded"  # turned true: quota 0, the namespace loses its deletion protection
+    RESTORED = "restored"  # offboarded turned false
+    TIER = "tier"
+    COST_CENTER = "costCenter"
+    OWNERS = "owners"
+    OWNER_ROLE = "ownerRole"
+    COMPUTE = "compute"
+    CONTAINER_DEFAULTS = "containerDefaults"
+    LABELS = "labels"
+    MAX_PER_POD = "maxPerPod"
+
+
+# Aspects that change who may do what in the namespace, or whether it survives: shown first, never grouped.
+ACCESS_ASPECTS = frozenset({Aspect.OWNERS, Aspect.OWNER_ROLE})
+# Aspects that change nothing a workload or a person can do (billing, bookkeeping): grouped by aspect.
+METADATA_ASPECTS = frozenset({Aspect.COST_CENTER, Aspect.LABELS})
+ROLE_RANK = {"view": 0, "edit": 1, "admin": 2}  # Kubernetes' aggregated roles, each a superset of the last
+
+
+class UnknownCause(StrEnum):
+    INVALID = "invalid"  # the item is there but failed validation
+    FILE_UNREADABLE = "fileUnreadable"  # its tenant file could not be read
+    MAYBE_UNREADABLE = "maybeUnreadable"  # absent, and the side has unreadable items it may be among
+    NEW_INVALID = "newInvalid"  # only in HEAD, and invalid there
+    GONE_INVALID = "goneInvalid"  # only in BASE, invalid there
+
+
+class MigKind(StrEnum):
+    CHANGED = "changed"  # the pool's layout changes
+    ADDED = "added"  # a new MIG pool
+    NODES_ADDED = "nodes-added"  # the layout is unchanged; nodes join the pool (or move from another one)
 
 
 @dataclass(frozen=True)
@@ -47,18 +100,56 @@ class QuotaDelta:
 
 
 @dataclass(frozen=True)
+class Detail:
+    aspect: Aspect
+    text: str  # "tier standard → production", as every format shows it
+
+
+@dataclass(frozen=True)
 class TenantChange:
     name: str
-    kind: str  # "added" | "removed" | "changed"
+    kind: Kind
     quotas: tuple[QuotaDelta, ...] = ()
-    details: tuple[str, ...] = ()  # tier, cost centre, owners, offboarding
-    namespace: str = ""  # what happens to the namespace when removed: "deleted" | "retained"
+    details: tuple[Detail, ...] = ()  # changed tenants: what changed besides the quotas
+    namespace: Namespace | None = None  # removed tenants: what happens to the namespace
     tier: str = ""
     cost_center: str | None = None
     offboarded: bool = False
     retained_objects: tuple[str, ...] = ()  # removed tenants: rendered files left in the cluster, unmanaged
     deleted_objects: tuple[str, ...] = ()  # removed tenants: rendered files Pulumi deletes
     stack: str = ""  # added tenants of a sharded HEAD: the role of the stack that creates it ("tenants-<k>")
+    # Who is bound to the namespace's role (HEAD's, or BASE's for a removed tenant) and, when it changes, before.
+    owners: tuple[str, ...] = ()
+    owner_role: str = ""
+    owners_before: tuple[str, ...] = ()
+    owner_role_before: str = ""
+    # Owners that are ServiceAccounts of another namespace (NAMESPACE/NAME): a workload elsewhere gets the role.
+    foreign_service_accounts: tuple[str, ...] = ()
+
+    @property
+    def aspects(self) -> frozenset[Aspect]:
+        return frozenset(x.aspect for x in self.details)
+
+    @property
+    def offboarding(self) -> bool:
+        return Aspect.OFFBOARDED in self.aspects
+
+    @property
+    def access_changed(self) -> bool:
+        return bool(self.aspects & ACCESS_ASPECTS)
+
+    @property
+    def escalates(self) -> bool:
+        """More people or a stronger role in a namespace that already exists."""
+        if self.kind != Kind.CHANGED or not self.access_changed:
+            return False
+        new = set(self.owners) - set(self.owners_before)
+        return bool(new) or ROLE_RANK.get(self.owner_role, 0) > ROLE_RANK.get(self.owner_role_before, 0)
+
+    @property
+    def metadata_only(self) -> bool:
+        """Only billing or bookkeeping changes: no quota, access, tier or lifecycle change."""
+        return self.kind == Kind.CHANGED and not self.quotas and bool(self.details) and self.aspects <= METADATA_ASPECTS
 
 
 @dataclass(frozen=True)
@@ -70,6 +161,9 @@ class Headroom:
     granted_after: int | None
     headroom_before: int | None
     headroom_after: int | None
+    allowed_before: int | None = None  # what the oversubscription policy allows in total (capacity × ratio)
+    allowed_after: int | None = None
+    retained_after: int = 0  # of granted_after: quotas of tenants removed without offboarding (still in force)
 
     @property
     def changed(self) -> bool:
@@ -83,7 +177,7 @@ class Headroom:
 @dataclass(frozen=True)
 class MigChange:
     pool: str
-    kind: str  # "changed" | "added" (a new MIG pool) | "nodes-added" (nodes joining an unchanged pool)
+    kind: MigKind
     config_before: str | None
     config_after: str | None
     layout_before: str
@@ -104,12 +198,29 @@ class MigChange:
     at_once: int = 0
     cordon: bool = False
     node_timeout_seconds: int = 0
+    tenants: tuple[str, ...] = ()  # tenants granted a resource this pool supplies (before or after): evicted
+    tiers: tuple[str, ...] = ()  # their tiers
+
+    @property
+    def evicted_nodes(self) -> tuple[str, ...]:
+        """Named nodes that had a MIG config before and get another one: their GPU workloads are evicted."""
+        return tuple(n for n in self.nodes if n not in self.new_nodes)
+
+    @property
+    def evicts(self) -> bool:
+        """Does MIG Manager evict anything? Not when every node it configures is new (no workloads yet)."""
+        return bool(self.evicted_nodes) or (not self.nodes and self.kind != MigKind.NODES_ADDED)
+
+    @property
+    def worst_case_seconds(self) -> int:
+        """Each wave waits at most the node timeout before the next starts."""
+        return len(self.waves) * self.node_timeout_seconds
 
 
 @dataclass(frozen=True)
 class PluginChange:
     key: str
-    kind: str  # "added" | "removed" | "changed"
+    kind: Kind
     sharing_before: str | None
     sharing_after: str | None
     replicas_before: int | None
@@ -128,12 +239,13 @@ class FieldChange:
 @dataclass(frozen=True)
 class ObjectChange:
     file: str
-    kind: str  # "added" | "removed" | "changed"
+    kind: Kind
     object_kind: str
     object_name: str  # namespace/name or name
     fields: tuple[FieldChange, ...] = ()
     retained: bool = False  # removed but retainOnDelete: stays in the cluster, unmanaged
     patch: bool = False
+    replaced: bool = False  # its name changes (an ownerRole change renames the RoleBinding): delete and create
 
 
 @dataclass(frozen=True)
@@ -157,6 +269,40 @@ class StackMove:
 
 
 @dataclass(frozen=True)
+class PoolChange:
+    """A node pool added or removed, or nodes joining or leaving one (named nodes, or a selector's count)."""
+
+    pool: str
+    kind: Kind
+    nodes_added: tuple[str, ...] = ()
+    nodes_removed: tuple[str, ...] = ()
+    count_before: int = 0
+    count_after: int = 0
+    gpu_model: str = ""
+
+
+class Risk(StrEnum):
+    """What makes an applicable change more than routine: each is an alert, counted, and puts ⚠ on the verdict."""
+
+    NAMESPACE_DELETED = "namespaceDeleted"  # an offboarded tenant removed: its namespace and all in it go
+    DELETION_PROTECTION_LOST = "deletionProtectionLost"  # offboarding: the next removal deletes the namespace
+    NAMESPACE_UNMANAGED = "namespaceUnmanaged"  # removed without offboarding: retained, no longer managed
+    ACCESS_CHANGED = "accessChanged"  # owners or ownerRole of an existing tenant
+    FOREIGN_SERVICE_ACCOUNT = "foreignServiceAccount"  # an owner is a ServiceAccount of another namespace
+    EVICTION = "eviction"  # MIG Manager evicts GPU workloads
+    REBOOT = "reboot"  # ... and reboots the nodes
+    STACK_MOVE = "stackMove"  # tenants move between Pulumi stacks (two-pass run)
+    NODES_REMOVED = "nodesRemoved"  # nodes leave the platform (their GPUs no longer count)
+
+
+@dataclass(frozen=True)
+class Alert:
+    risk: Risk
+    names: tuple[str, ...]  # tenants, nodes or pools it concerns
+    count: int  # how many (nodes of a selector pool count without a name)
+
+
+@dataclass(frozen=True)
 class Unknown:
     """An item one side could not read: compared as the other side has it, so it shows no change."""
 
@@ -164,6 +310,11 @@ class Unknown:
     name: str
     side: str  # "BASE" | "HEAD"
     reason: str
+    cause: UnknownCause = UnknownCause.INVALID
+
+    @property
+    def unreadable(self) -> bool:
+        return self.cause in (UnknownCause.FILE_UNREADABLE, UnknownCause.MAYBE_UNREADABLE)
 
 
 @dataclass
@@ -178,39 +329,71 @@ class SpecDiff:
     unknown: list[Unknown] = field(default_factory=list)
     stack_moves: list[StackMove] = field(default_factory=list)
     tenant_shards: tuple[int, int] = (0, 0)  # sharding.tenantShards before, after (0 = not sharded)
+    pools: list[PoolChange] = field(default_factory=list)
     comparable: bool = True  # False: a side that exists has no model at all; nothing was compared
     head_ok: bool = True  # every resource has non-negative headroom in HEAD
 
     def summary(self) -> dict[str, int]:
         """The counts of the terraform-style summary line."""
-        offboarding = [
-            t
-            for t in self.tenants
-            if t.kind == "changed" and t.offboarded and any(x.startswith("offboarded") for x in t.details)
-        ]
+        offboarding = [t for t in self.tenants if t.kind == Kind.CHANGED and t.offboarding]
         return {
-            "tenantsOnboarded": sum(t.kind == "added" for t in self.tenants),
-            "tenantsChanged": sum(t.kind == "changed" for t in self.tenants) - len(offboarding),
+            "tenantsOnboarded": sum(t.kind == Kind.ADDED for t in self.tenants),
+            "tenantsChanged": sum(t.kind == Kind.CHANGED for t in self.tenants) - len(offboarding),
             "tenantsOffboarded": len(offboarding),
-            "tenantsRemoved": sum(t.kind == "removed" for t in self.tenants),
+            "tenantsRemoved": sum(t.kind == Kind.REMOVED for t in self.tenants),
             "tenantsUnknown": sum(u.section == "tenant" for u in self.unknown),
             "tenantsMovingStack": len(self.stack_moves),
-            "objectsToAdd": sum(o.kind == "added" for o in self.objects),
-            "objectsToChange": sum(o.kind == "changed" for o in self.objects),
-            "objectsToDelete": sum(o.kind == "removed" and not o.retained for o in self.objects),
-            "objectsToRetain": sum(o.kind == "removed" and o.retained for o in self.objects),
-            "poolsRelaidOut": len(self.mig),
+            "objectsToAdd": sum(o.kind == Kind.ADDED for o in self.objects),
+            "objectsToChange": sum(o.kind == Kind.CHANGED for o in self.objects),
+            "objectsToDelete": sum(o.kind == Kind.REMOVED and not o.retained for o in self.objects),
+            "objectsToRetain": sum(o.kind == Kind.REMOVED and o.retained for o in self.objects),
+            "poolsRelaidOut": len(self.evicting),
+            "poolsNotCompared": sum(u.section == "pool" for u in self.unknown),
+            "nodesJoining": sum(len(p.nodes_added) + max(0, p.count_after - p.count_before) for p in self.pools),
+            "nodesLeaving": sum(len(p.nodes_removed) + max(0, p.count_before - p.count_after) for p in self.pools),
             "headroomChanges": sum(h.changed for h in self.headroom),
             "negativeHeadroom": sum(h.headroom_after is not None and h.headroom_after < 0 for h in self.headroom),
         }
 
     @property
     def evicting(self) -> list[MigChange]:
-        return list(self.mig)
+        """The MIG changes that evict GPU workloads (re-layouts of nodes that had one)."""
+        return [c for c in self.mig if c.evicts]
+
+    def alerts(self) -> list[Alert]:
+        """Everything a reviewer must see without expanding anything, by risk, in this order."""
+        t = self.tenants
+        found = [
+            (
+                Risk.NAMESPACE_DELETED,
+                [x.name for x in t if x.kind == Kind.REMOVED and x.namespace == Namespace.DELETED],
+            ),
+            (Risk.DELETION_PROTECTION_LOST, [x.name for x in t if x.offboarding]),
+            (Risk.NAMESPACE_UNMANAGED, [x.name for x in self.retained_namespaces]),
+            (Risk.ACCESS_CHANGED, [x.name for x in t if x.kind == Kind.CHANGED and x.access_changed]),
+            (
+                Risk.FOREIGN_SERVICE_ACCOUNT,
+                [x.name for x in t if x.kind != Kind.REMOVED and x.foreign_service_accounts],
+            ),
+            (Risk.EVICTION, [n for c in self.evicting for n in (c.evicted_nodes or (f"pool {c.pool}",))]),
+            (Risk.REBOOT, [c.pool for c in self.evicting if c.reboot]),
+            (Risk.STACK_MOVE, [mv.tenant for mv in self.stack_moves]),
+            (Risk.NODES_REMOVED, [n for p in self.pools for n in p.nodes_removed]),
+        ]
+        out = [Alert(risk, tuple(names), len(names)) for risk, names in found if names]
+        unnamed = sum(c.node_count for c in self.evicting if not c.nodes)
+        if unnamed:  # selector pools: the nodes are not named, their expected count is known
+            out = [
+                Alert(a.risk, a.names, len(a.names) - sum(1 for c in self.evicting if not c.nodes) + unnamed)
+                if a.risk == Risk.EVICTION
+                else a
+                for a in out
+            ]
+        return out
 
     @property
     def retained_namespaces(self) -> list[TenantChange]:
-        return [t for t in self.tenants if t.kind == "removed" and t.namespace == "retained"]
+        return [t for t in self.tenants if t.kind == Kind.REMOVED and t.namespace == Namespace.RETAINED]
 
     @property
     def empty(self) -> bool:
@@ -222,6 +405,7 @@ class SpecDiff:
             or self.pool_plugin_keys
             or self.configs
             or self.stack_moves
+            or self.pools
             or self.tenant_shards[0] != self.tenant_shards[1]
             or any(h.changed for h in self.headroom)
         )
@@ -235,6 +419,71 @@ def _effective(t: m.Tenant) -> dict[str, int]:
     return {} if t.offboarded else dict(t.gpus)
 
 
+def _foreign_service_accounts(t: m.Tenant) -> tuple[str, ...]:
+    subjects = (parse_owner(o) for o in t.owners)
+    return tuple(
+        f"{x.namespace}/{x.name}"
+        for x in subjects
+        if isinstance(x, Subject) and x.kind == "ServiceAccount" and x.namespace != t.namespace
+    )
+
+
+def _access(t: m.Tenant) -> dict:
+    return {
+        "owners": tuple(t.owners),
+        "owner_role": t.owner_role,
+        "foreign_service_accounts": _foreign_service_accounts(t),
+    }
+
+
+def _pairs(before: Mapping, after: Mapping) -> str:
+    return ", ".join(
+        f"{k} {before.get(k, '-')} → {after.get(k, '-')}"
+        for k in sorted(set(before) | set(after))
+        if before.get(k) != after.get(k)
+    )
+
+
+def _details(base: m.Spec, head: m.Spec, b: m.Tenant, a: m.Tenant) -> list[Detail]:
+    out = []
+    if b.offboarded != a.offboarded:
+        out.append(
+            Detail(
+                Aspect.OFFBOARDED,
+                "offboarded: quota set to 0, and the namespace loses its deletion protection (removing the tenant "
+                "from the spec then DELETES namespace and everything in it)",
+            )
+            if a.offboarded
+            else Detail(Aspect.RESTORED, "no longer offboarded: quota restored, namespace protected again")
+        )
+    if b.tier != a.tier:
+        out.append(Detail(Aspect.TIER, f"tier {b.tier} → {a.tier}"))
+    if b.owner_role != a.owner_role:
+        out.append(
+            Detail(
+                Aspect.OWNER_ROLE,
+                f"ownerRole {b.owner_role} → {a.owner_role} (the owners' RoleBinding is replaced: "
+                f"tenant-owners-{b.owner_role} → tenant-owners-{a.owner_role})",
+            )
+        )
+    if tuple(b.owners) != tuple(a.owners):
+        added = [o for o in a.owners if o not in b.owners]
+        removed = [o for o in b.owners if o not in a.owners]
+        out.append(Detail(Aspect.OWNERS, "owners " + ", ".join([f"+{o}" for o in added] + [f"-{o}" for o in removed])))
+    if b.cost_center != a.cost_center:
+        out.append(Detail(Aspect.COST_CENTER, f"cost centre {b.cost_center or '-'} → {a.cost_center or '-'}"))
+    if dict(b.compute) != dict(a.compute):
+        out.append(Detail(Aspect.COMPUTE, "compute quota " + _pairs(b.compute, a.compute)))
+    if b.container_defaults != a.container_defaults:
+        out.append(Detail(Aspect.CONTAINER_DEFAULTS, "container defaults changed"))
+    if dict(b.labels) != dict(a.labels):
+        out.append(Detail(Aspect.LABELS, "namespace labels changed"))
+    mb, ma = base.max_per_pod(b), head.max_per_pod(a)
+    if mb != ma:
+        out.append(Detail(Aspect.MAX_PER_POD, "max per pod " + _pairs(mb, ma)))
+    return out
+
+
 def tenant_changes(base: m.Spec | None, head: m.Spec | None) -> list[TenantChange]:
     before = {t.name: t for t in (base.tenants if base else ())}
     after = {t.name: t for t in (head.tenants if head else ())}
@@ -245,19 +494,28 @@ def tenant_changes(base: m.Spec | None, head: m.Spec | None) -> list[TenantChang
             assert a is not None  # every name comes from one side or the other
             quotas = tuple(QuotaDelta(r, 0, n) for r, n in sorted(_effective(a).items()))
             out.append(
-                TenantChange(name, "added", quotas, tier=a.tier, cost_center=a.cost_center, offboarded=a.offboarded)
+                TenantChange(
+                    name,
+                    Kind.ADDED,
+                    quotas,
+                    tier=a.tier,
+                    cost_center=a.cost_center,
+                    offboarded=a.offboarded,
+                    **_access(a),
+                )
             )
         elif a is None:
             quotas = tuple(QuotaDelta(r, n, 0) for r, n in sorted(_effective(b).items()) if n)
             out.append(
                 TenantChange(
                     name,
-                    "removed",
+                    Kind.REMOVED,
                     quotas,
-                    namespace="deleted" if b.offboarded else "retained",
+                    namespace=Namespace.DELETED if b.offboarded else Namespace.RETAINED,
                     tier=b.tier,
                     cost_center=b.cost_center,
                     offboarded=b.offboarded,
+                    **_access(b),
                 )
             )
         else:
@@ -267,55 +525,21 @@ def tenant_changes(base: m.Spec | None, head: m.Spec | None) -> list[TenantChang
                 for r in sorted(set(eb) | set(ea))
                 if eb.get(r, 0) != ea.get(r, 0)
             )
-            details = []
-            if b.offboarded != a.offboarded:
-                details.append(
-                    "offboarded: quota set to 0; removing it from the spec will then delete its namespace"
-                    if a.offboarded
-                    else "no longer offboarded: quota restored"
-                )
-            if b.tier != a.tier:
-                details.append(f"tier {b.tier} → {a.tier}")
-            if b.cost_center != a.cost_center:
-                details.append(f"cost centre {b.cost_center or '-'} → {a.cost_center or '-'}")
-            if tuple(b.owners) != tuple(a.owners):
-                added = [o for o in a.owners if o not in b.owners]
-                removed = [o for o in b.owners if o not in a.owners]
-                details.append("owners " + ", ".join([f"+{o}" for o in added] + [f"-{o}" for o in removed]))
-            if dict(b.compute) != dict(a.compute):
-                details.append(
-                    "compute quota "
-                    + ", ".join(
-                        f"{k} {b.compute.get(k, '-')} → {a.compute.get(k, '-')}"
-                        for k in sorted(set(b.compute) | set(a.compute))
-                        if b.compute.get(k) != a.compute.get(k)
-                    )
-                )
-            if b.container_defaults != a.container_defaults:
-                details.append("container defaults changed")
-            if dict(b.labels) != dict(a.labels):
-                details.append("namespace labels changed")
             assert base is not None and head is not None  # b and a are tenants of these
-            mb, ma = base.max_per_pod(b), head.max_per_pod(a)
-            if mb != ma:
-                details.append(
-                    "max per pod "
-                    + ", ".join(
-                        f"{r} {mb.get(r, '-')} → {ma.get(r, '-')}"
-                        for r in sorted(set(mb) | set(ma))
-                        if mb.get(r) != ma.get(r)
-                    )
-                )
+            details = _details(base, head, b, a)
             if quotas or details:
                 out.append(
                     TenantChange(
                         name,
-                        "changed",
+                        Kind.CHANGED,
                         quotas,
                         tuple(details),
                         tier=a.tier,
                         cost_center=a.cost_center,
                         offboarded=a.offboarded,
+                        owners_before=tuple(b.owners),
+                        owner_role_before=b.owner_role,
+                        **_access(a),
                     )
                 )
     return out
@@ -339,6 +563,8 @@ def headroom_changes(base_plan: planmod.CapacityPlan | None, head_plan: planmod.
                 ra.granted if ra else None,
                 rb.headroom if rb else None,
                 ra.headroom if ra else None,
+                rb.allowed if rb else None,
+                ra.allowed if ra else None,
             )
         )
     return out
@@ -408,10 +634,10 @@ def mig_changes(
             if not nodes:
                 continue
             if old is not None and before == after:
-                kind = "nodes-added"
+                kind = MigKind.NODES_ADDED
             else:
-                kind = "added" if old is None else "changed"
-            if kind == "added" and after == manifests.MIG_DISABLED and all(n not in node_cfg_b for n in nodes):
+                kind = MigKind.ADDED if old is None else MigKind.CHANGED
+            if kind == MigKind.ADDED and after == manifests.MIG_DISABLED and all(n not in node_cfg_b for n in nodes):
                 continue  # a new non-MIG pool of new nodes: MIG stays off, nothing to reconfigure
             new_nodes = tuple(n for n in nodes if n not in node_cfg_b)
             # The program chains every node in waves; a node whose config is unchanged passes at once, so what
@@ -452,7 +678,7 @@ def mig_changes(
             out.append(
                 MigChange(
                     pool.name,
-                    "added" if old is None else "changed",
+                    MigKind.ADDED if old is None else MigKind.CHANGED,
                     before,
                     after,
                     layout_text(old),
@@ -495,7 +721,7 @@ def plugin_changes(
         tb, ta = data_b.get(key), data_a.get(key)
         if tb == ta:
             continue
-        kind = "added" if tb is None else "removed" if ta is None else "changed"
+        kind = Kind.ADDED if tb is None else Kind.REMOVED if ta is None else Kind.CHANGED
         sb, rb = _plugin_summary(tb)
         sa, ra = _plugin_summary(ta)
         out.append(
@@ -604,6 +830,19 @@ def field_changes(before: dict, after: dict) -> tuple[FieldChange, ...]:
     return tuple(FieldChange(p, fb.get(p), fa.get(p)) for p in sorted(set(fb) | set(fa)) if fb.get(p) != fa.get(p))
 
 
+def _header_changes(ob: manifests.Desired, oa: manifests.Desired) -> tuple[FieldChange, ...]:
+    """What changes in how gpupool manages the object, not in the object: offboarding turns retainOnDelete
+    off (the namespace loses its deletion protection)."""
+    out = []
+    if ob.retain_on_delete != oa.retain_on_delete:
+        out.append(FieldChange("(gpupool) retainOnDelete", ob.retain_on_delete, oa.retain_on_delete))
+    if ob.component != oa.component:
+        out.append(FieldChange("(gpupool) component", ob.component, oa.component))
+    if ob.patch != oa.patch:
+        out.append(FieldChange("(gpupool) patch", ob.patch, oa.patch))
+    return tuple(out)
+
+
 def _object_name(manifest: dict) -> str:
     meta = manifest.get("metadata", {})
     return f"{meta['namespace']}/{meta.get('name', '')}" if meta.get("namespace") else meta.get("name", "")
@@ -630,20 +869,21 @@ def object_changes(base_objects: list[manifests.Desired], head_objects: list[man
             assert ob is not None  # every name comes from one side or the other
             out.append(
                 ObjectChange(
-                    name, "removed", ob.kind, _object_name(ob.manifest), retained=ob.retain_on_delete, patch=ob.patch
+                    name, Kind.REMOVED, ob.kind, _object_name(ob.manifest), retained=ob.retain_on_delete, patch=ob.patch
                 )
             )
         elif ob is None:
-            out.append(ObjectChange(name, "added", oa.kind, _object_name(oa.manifest), patch=oa.patch))
+            out.append(ObjectChange(name, Kind.ADDED, oa.kind, _object_name(oa.manifest), patch=oa.patch))
         elif not same(ob, oa):
             out.append(
                 ObjectChange(
                     name,
-                    "changed",
+                    Kind.CHANGED,
                     oa.kind,
                     _object_name(oa.manifest),
-                    field_changes(ob.manifest, oa.manifest),
+                    _header_changes(ob, oa) + field_changes(ob.manifest, oa.manifest),
                     patch=oa.patch,
+                    replaced=_object_name(ob.manifest) != _object_name(oa.manifest),
                 )
             )
     return out
@@ -652,18 +892,23 @@ def object_changes(base_objects: list[manifests.Desired], head_objects: list[man
 # -- invalid sides: compare only what both sides support -----------------------------------------
 
 
-def _missing_reason(section: str, name: str, item, spec: m.Spec, gaps: Gaps, side: str) -> str | None:
+def _missing_reason(
+    section: str, name: str, item, spec: m.Spec, gaps: Gaps, side: str
+) -> tuple[UnknownCause, str] | None:
     """Why an item of the other side may be hidden in this side's gaps (None: it is really absent)."""
     from gpupool.analysis.sides import spec_relative
 
     if name in gaps.named(section):
-        return f"invalid in {side}"
+        return UnknownCause.INVALID, f"invalid in {side}"
     if section == "tenants" and item.source_file and item.source_file != spec.source_path and gaps.tenant_files:
         if spec_relative(spec.source_path, item.source_file) in gaps.tenant_files:
-            return f"its tenant file could not be read in {side}"
+            return UnknownCause.FILE_UNREADABLE, f"its tenant file could not be read in {side}"
     if section in gaps.unnamed or (section == "tenants" and gaps.tenant_files):
         what = {"tenants": "tenant files or entries", "tiers": "tiers", "pools": "node pools"}[section]
-        return f"not found among {side}'s readable items, and {side} has unreadable {what}"
+        return (
+            UnknownCause.MAYBE_UNREADABLE,
+            f"not found among {side}'s readable items, and {side} has unreadable {what}",
+        )
     return None
 
 
@@ -703,17 +948,23 @@ def reconcile(
                 why = _missing_reason(section, name, item, base, ga, "HEAD")
                 if why:
                     add_a.append(item)
-                    unknown.append(Unknown(label, name, "HEAD", why))
+                    unknown.append(Unknown(label, name, "HEAD", why[1], why[0]))
         for name, item in items_a.items():
             if name not in items_b:
                 why = _missing_reason(section, name, item, head, gb, "BASE")
                 if why:
                     add_b.append(item)
-                    unknown.append(Unknown(label, name, "BASE", why))
+                    unknown.append(Unknown(label, name, "BASE", why[1], why[0]))
         for name in sorted(ga.named(section) - set(items_b) - set(items_a)):
-            unknown.append(Unknown(label, name, "HEAD", "new in HEAD and invalid there: not counted"))
+            unknown.append(
+                Unknown(label, name, "HEAD", "new in HEAD and invalid there: not counted", UnknownCause.NEW_INVALID)
+            )
         for name in sorted(gb.named(section) - set(items_b) - set(items_a)):
-            unknown.append(Unknown(label, name, "BASE", "invalid in BASE and absent from HEAD: not counted"))
+            unknown.append(
+                Unknown(
+                    label, name, "BASE", "invalid in BASE and absent from HEAD: not counted", UnknownCause.GONE_INVALID
+                )
+            )
         fields[section] = (
             _insert(getattr(base, section), add_b, getattr(head, section)),
             _insert(getattr(head, section), add_a, getattr(base, section)),
@@ -763,9 +1014,59 @@ def compare(base: Side, head: Side) -> SpecDiff:
     return d
 
 
+def _retained(base: m.Spec | None, head: m.Spec | None) -> tuple[m.Tenant, ...]:
+    """BASE tenants HEAD drops without offboarding: their quotas stay in the cluster (retainOnDelete)."""
+    if base is None or head is None:
+        return ()
+    kept = {t.name for t in head.tenants}
+    return tuple(t for t in base.tenants if t.name not in kept and not t.offboarded)
+
+
+def _with_retained(headroom: list[Headroom], retained: tuple[m.Tenant, ...]) -> list[Headroom]:
+    return [
+        replace(h, retained_after=sum(t.gpus.get(h.resource, 0) for t in retained)) if retained else h for h in headroom
+    ]
+
+
+def _evicted_tenants(base: m.Spec | None, head: m.Spec, change: MigChange) -> MigChange:
+    """The tenants (and their tiers) granted a resource the re-laid-out pool supplies, before or after."""
+    pools = [p for s in (base, head) if s for p in s.pools if p.name == change.pool]
+    resources = {r for p in pools for r in p.resources_per_node()}
+    tenants = [t for s in (base, head) if s for t in s.tenants if set(_effective(t)) & resources]
+    names = tuple(sorted({t.name for t in tenants}))
+    return replace(change, tenants=names, tiers=tuple(sorted({t.tier for t in tenants})))
+
+
+def pool_changes(base: m.Spec | None, head: m.Spec | None) -> list[PoolChange]:
+    if head is None:
+        return []
+    before = {p.name: p for p in (base.pools if base else ())}
+    after = {p.name: p for p in head.pools}
+    nodes_a = {n for p in after.values() for n in p.nodes}
+    out = []
+    for name in sorted(set(before) | set(after)):
+        b, a = before.get(name), after.get(name)
+        if a is None:
+            assert b is not None
+            gone = tuple(n for n in b.nodes if n not in nodes_a)
+            out.append(PoolChange(name, Kind.REMOVED, (), gone, b.node_count, 0, b.gpu_model))
+            continue
+        added = tuple(n for n in a.nodes if n not in (b.nodes if b else ()))
+        removed = tuple(n for n in (b.nodes if b else ()) if n not in a.nodes and n not in nodes_a)
+        count_b = b.node_count if b and not b.nodes else 0
+        count_a = a.node_count if not a.nodes else 0
+        if b is None:
+            out.append(PoolChange(name, Kind.ADDED, added, (), 0, count_a, a.gpu_model))
+        elif added or removed or count_b != count_a:
+            out.append(PoolChange(name, Kind.CHANGED, added, removed, count_b, count_a, a.gpu_model))
+    return out
+
+
 def compute(base: m.Spec | None, head: m.Spec | None) -> SpecDiff:
     base_plan = planmod.compute(base) if base else None
-    head_plan = planmod.compute(head) if head else None
+    # Tenants dropped without offboarding keep their quota in the cluster: HEAD's headroom counts it.
+    retained = _retained(base, head)
+    head_plan = planmod.compute(replace(head, tenants=head.tenants + retained)) if head else None
     # Built once per side: configs, pool labels and objects all come from the same build.
     built_b = manifests.build(base) if base else None
     built_a = manifests.build(head) if head else None
@@ -775,25 +1076,27 @@ def compute(base: m.Spec | None, head: m.Spec | None) -> SpecDiff:
     head_objects = built_a.objects + [built_a.chart.record()] if built_a else []
     tenants = []
     for t in tenant_changes(base, head):
-        if t.kind == "removed":
+        if t.kind == Kind.REMOVED:
             mine = [o for o in base_objects if o.component == f"tenant:{t.name}"]
             t = replace(
                 t,
                 retained_objects=tuple(render.file_name(o) for o in mine if o.retain_on_delete),
                 deleted_objects=tuple(render.file_name(o) for o in mine if not o.retain_on_delete),
             )
-        elif t.kind == "added" and head is not None and head.tenant_shards:
+        elif t.kind == Kind.ADDED and head is not None and head.tenant_shards:
             t = replace(t, stack=holder(head, t.name))
         tenants.append(t)
+    mig = [_evicted_tenants(base, head, c) for c in mig_changes(base, head, built_b, built_a)] if head else []
     return SpecDiff(
         tenants=tenants,
-        headroom=headroom_changes(base_plan, head_plan),
-        mig=mig_changes(base, head, built_b, built_a),
+        headroom=_with_retained(headroom_changes(base_plan, head_plan), retained),
+        mig=mig,
         plugin=plugin,
         pool_plugin_keys=moved,
         objects=object_changes(base_objects, head_objects),
         configs=config_diffs(built_b, built_a),
         stack_moves=stack_moves(base, head),
         tenant_shards=(base.tenant_shards if base else 0, head.tenant_shards if head else 0),
+        pools=pool_changes(base, head),
         head_ok=head_plan.ok if head_plan else False,
     )

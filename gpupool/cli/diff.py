@@ -58,6 +58,13 @@ def register(sub) -> None:
         metavar="FILE",
         help="markdown: add FILE (e.g. `pulumi preview --diff` output) as a collapsed section",
     )
+    p.add_argument("--stack", metavar="NAME", help="markdown: the stack name for the comment's heading")
+    p.add_argument("--commit", metavar="SHA", help="markdown: the commit compared, for the comment's heading")
+    p.add_argument(
+        "--artifact-url",
+        metavar="URL",
+        help="markdown: an https:// link to where the full diff is (the workflow run), for the heading",
+    )
     p.add_argument("--max-chars", type=int, default=None, metavar="N", help=argparse.SUPPRESS)  # tests
     p.set_defaults(func=run)
 
@@ -127,12 +134,22 @@ def run(args) -> int:
     if args.output == "markdown":
         full_name = args.full_output and Path(args.full_output).name
         limit = args.max_chars or present.GITHUB_COMMENT_LIMIT
-        text = present.format_markdown(base, head, result, ok, limit=limit, preview=preview, full_output=full_name)
+        heading = present.Heading(
+            args.stack,
+            args.commit,
+            args.artifact_url,
+            args.artifact_url and args.stack and f"gpupool-diff-{args.stack}",
+        )
+        text = present.format_markdown(
+            base, head, result, ok, limit=limit, preview=preview, full_output=full_name, heading=heading
+        )
     else:
         text = present.FORMATTERS[args.output](base, head, result, ok)
     if args.full_output:
         full = (
-            present.format_markdown(base, head, result, ok, limit=None, preview=preview)
+            present.format_markdown(
+                base, head, result, ok, limit=None, preview=preview, heading=present.Heading(args.stack, args.commit)
+            )
             if args.output == "markdown"
             else text
         )

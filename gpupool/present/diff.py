@@ -14,6 +14,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from gpupool.analysis.diff import ACCESS_ASPECTS, Aspect, Kind, MigKind, Namespace, Risk, UnknownCause
 from gpupool.present.numbers import signed
 from gpupool.present.tables import md_table, text_table
 
@@ -26,7 +27,7 @@ GITHUB_COMMENT_LIMIT = 65_536  # characters GitHub accepts in one comment body
 MAX_ERRORS_SHOWN = 40  # in the markdown; the full diff and `gpupool validate` have them all
 MAX_WARNINGS_SHOWN = 20
 MAX_CHART_RESOURCES = 16
-JSON_SCHEMA_VERSION = 2
+JSON_SCHEMA_VERSION = 3
 
 
 # -- sentences shared by text and markdown --------------------------------------------------------
@@ -44,107 +45,224 @@ def _value(v) -> str:
 def _quota_text(t) -> str:
     return ", ".join(
         f"{q.resource} {q.before} → {q.after} ({signed(q.delta)})"
-        if t.kind == "changed"
-        else f"{q.resource} {q.after if t.kind == 'added' else q.before}"
+        if t.kind == Kind.CHANGED
+        else f"{q.resource} {q.after if t.kind == Kind.ADDED else q.before}"
         for q in t.quotas
     )
 
 
-def _tenant_lines(d) -> list[tuple[str, str]]:
-    """(marker, sentence) per tenant change; marker is +, -, ~ or ⚠."""
-    out = []
-    for t in d.tenants:
-        cc = f", cost centre {t.cost_center}" if t.cost_center else ""
-        if t.kind == "added":
-            grants = _quota_text(t) or "no GPU quota"
-            stack = f", stack {t.stack}" if t.stack else ""
-            out.append(("+", f"{t.name} onboarded (tier {t.tier}{cc}{stack}): {grants}"))
-        elif t.kind == "removed" and t.namespace == "deleted":
-            out.append(("-", f"{t.name} removed (was offboarded): namespace {t.name} and everything in it is DELETED"))
-        elif t.kind == "removed":
-            kept = ""
-            if t.retained_objects and not t.deleted_objects:
-                kept = (
-                    " Its quotas, limit range and role binding are retained too, frozen as last applied"
-                    + (
-                        f" (still admitting {_quota_text(t)}, which no longer counts against capacity)"
-                        if t.quotas
-                        else ""
-                    )
-                    + "."
-                )
-            elif t.deleted_objects:
-                kept = (
-                    f" Pulumi deletes its other objects ({', '.join(t.deleted_objects)}), so nothing limits "
-                    "its GPU use."
-                )
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n:,} {word if n == 1 else plural or word + 's'}"
+
+
+def _names(names, shown: int = 10) -> str:
+    names = list(names)
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" … and {more:,} more" if more > 0 else "")
+
+
+def _access_text(t) -> str:
+    who = ", ".join(t.owners) if t.owners else "no owners"
+    text = f"owners {who} (role {t.owner_role})" if t.owners else "no owners"
+    if t.foreign_service_accounts:
+        text += (
+            f"; ⚠ ServiceAccount{'s' if len(t.foreign_service_accounts) != 1 else ''} of another namespace: "
+            + ", ".join(t.foreign_service_accounts)
+        )
+    return text
+
+
+def _removal_text(t) -> str:
+    """What removing a tenant without offboarding does, from which of its objects Pulumi deletes."""
+    deleted = [f.removesuffix(".yaml") for f in t.deleted_objects]
+    kept = (
+        f" Its quotas stay in force, frozen as last applied ({_quota_text(t)}), and still count against headroom."
+        if t.quotas
+        else ""
+    )
+    gone = (
+        f" Pulumi deletes {', '.join(deleted)}: "
+        + ("its owners lose their access" if any(f.endswith("-owners") for f in deleted) else "")
+        + ("; " if any(f.endswith("-owners") for f in deleted) and len(deleted) > 1 else "")
+        + ("its per-pod GPU maximum is no longer enforced" if any("max-per-pod" in f for f in deleted) else "")
+        + "."
+        if deleted
+        else ""
+    )
+    return (
+        f"{t.name} removed without being offboarded: namespace {t.name} is RETAINED (not deleted) and is no "
+        f"longer managed by gpupool.{kept}{gone} To delete it, mark the tenant `offboarded: true` first, apply, "
+        "then remove it"
+    )
+
+
+@dataclass(frozen=True)
+class _Row:
+    marker: str  # +, -, ~ or ⚠
+    text: str
+    rank: int
+    names: tuple[str, ...] = ()  # the tenants a grouped row stands for
+
+
+def _tenant_row(t) -> _Row:
+    cc = f", cost centre {t.cost_center}" if t.cost_center else ""
+    if t.kind == Kind.ADDED:
+        grants = _quota_text(t) or "no GPU quota"
+        stack = f", stack {t.stack}" if t.stack else ""
+        marker = "⚠" if t.foreign_service_accounts else "+"
+        return _Row(
+            marker, f"{t.name} onboarded (tier {t.tier}{cc}{stack}): {grants}; {_access_text(t)}", RANK_TENANT_RISK
+        )
+    if t.kind == Kind.REMOVED and t.namespace == Namespace.DELETED:
+        return _Row(
+            "⚠",
+            f"{t.name} removed (was offboarded): namespace {t.name} and everything in it is DELETED",
+            RANK_TENANT_RISK,
+        )
+    if t.kind == Kind.REMOVED:
+        return _Row("⚠", _removal_text(t), RANK_TENANT_RISK)
+    parts = ([_quota_text(t)] if t.quotas else []) + [x.text for x in t.details]
+    risky = t.access_changed or t.offboarding or bool(t.foreign_service_accounts)
+    if t.access_changed:
+        parts.append(f"now {_access_text(t)}")
+    rank = RANK_TENANT_RISK if risky else RANK_METADATA if t.metadata_only else RANK_QUOTA
+    return _Row("⚠" if risky else "~", f"{t.name}: " + "; ".join(parts), rank)
+
+
+def _tenant_rows(d, group: bool = False) -> list[_Row]:
+    """One row per tenant change; with `group`, changed tenants whose change reads the same (1,000 cost
+    centres, one quota bump for everyone) share one row that counts and names them."""
+    rows = [(t, _tenant_row(t)) for t in d.tenants]
+    if not group:
+        return [r for _t, r in rows]
+
+    def key(t, r) -> tuple[str, int, str] | None:
+        """Changes that read the same (the name aside); metadata-only changes by what changed, not to what."""
+        if t.kind != Kind.CHANGED or t.access_changed:
+            return None
+        if t.metadata_only:
+            what = ", ".join(_ASPECT_WORDS.get(a, a.value) for a in sorted(t.aspects)) + " changed"
+            return r.marker, r.rank, what
+        return r.marker, r.rank, r.text[len(t.name) + 2 :]
+
+    same: dict[tuple[str, int, str], list[str]] = {}
+    for t, r in rows:
+        k = key(t, r)
+        if k is not None:
+            same.setdefault(k, []).append(t.name)
+    out, done = [], set()
+    for t, r in rows:
+        k = key(t, r)
+        if k is None or len(same[k]) < 2:
+            out.append(r)
+        elif k not in done:
+            done.add(k)
+            names = same[k]
             out.append(
-                (
-                    "⚠",
-                    f"{t.name} removed without being offboarded: namespace {t.name} is RETAINED (not "
-                    f"deleted) and is no longer managed by gpupool.{kept} To delete it, mark the tenant "
-                    "`offboarded: true` first, apply, then remove it",
-                )
+                _Row(r.marker, f"{k[2]}: {_plural(len(names), 'tenant')} ({_names(names)})", r.rank, tuple(names))
             )
-        else:
-            parts = ([_quota_text(t)] if t.quotas else []) + list(t.details)
-            out.append(("~", f"{t.name}: " + "; ".join(parts)))
     return out
+
+
+_ASPECT_WORDS = {Aspect.COST_CENTER: "cost centre", Aspect.LABELS: "namespace labels"}
 
 
 def _unknown_lines(d) -> list[str]:
     out = []
     for u in d.unknown:
+        plain = u.cause == UnknownCause.INVALID
         if u.section == "tenant":
-            word = "UNREADABLE" if "could not be read" in u.reason or "unreadable" in u.reason else "INVALID"
-            why = "" if u.reason == f"invalid in {u.side}" else f" ({u.reason})"
-            what = f"tenant {u.name} is {word} in {u.side}{why}"
+            word = "UNREADABLE" if u.unreadable else "INVALID"
+            what = f"tenant {u.name} is {word} in {u.side}" + ("" if plain else f" ({u.reason})")
         elif u.section == "oversubscription":
             what = f"the oversubscription policy is invalid in {u.side}"
         else:
-            why = "" if u.reason == f"invalid in {u.side}" else f" ({u.reason})"
-            what = f"{u.section} {u.name} is INVALID in {u.side}{why}"
+            what = f"{u.section} {u.name} is INVALID in {u.side}" + ("" if plain else f" ({u.reason})")
         out.append(f"{what}: compared as {'BASE' if u.side == 'HEAD' else 'HEAD'} has it, so no change is shown")
     return out
 
 
-def _mig_lines(d) -> list[str]:
+def _duration(seconds: int) -> str:
+    if seconds < 3600:
+        return f"{seconds // 60} min"
+    return f"{seconds / 3600:.1f} h".replace(".0 h", " h")
+
+
+def _mig_lines(d) -> list[tuple[str, list[str]]]:
+    """(the eviction sentence, its detail lines) per evicting MIG change."""
     out = []
-    for c in d.mig:
+    for c in d.evicting:
         if c.nodes:
-            where = f"node{'s' if len(c.nodes) != 1 else ''} {', '.join(c.nodes)}"
+            ev = c.evicted_nodes
+            where = f"node{'s' if len(ev) != 1 else ''} {_names(ev)}"
         else:
             sel = ", ".join(f"{k}={v}" for k, v in c.node_selector.items())
             where = f"every node matching {sel} ({c.node_count} expected)"
         what = {
-            "changed": f"{c.layout_before} → {c.layout_after}",
-            "added": f"new MIG pool: {c.layout_after}",
-            "nodes-added": f"nodes join the pool: {c.layout_after}",
+            MigKind.CHANGED: f"{c.layout_before} → {c.layout_after}",
+            MigKind.ADDED: f"new MIG pool: {c.layout_after}",
+            MigKind.NODES_ADDED: f"nodes join the pool: {c.layout_after}",
         }[c.kind]
         cfg = f"mig.config {c.config_before or '(none)'} → {c.config_after}"
         reboot = "; nodes REBOOT (migRebootOnReconfigure)" if c.reboot else ""
-        out.append(
-            f"{EVICTS} on {where} (pool {c.pool}): MIG Manager re-partitions the GPUs ({what}; {cfg}) "
-            f"and evicts every GPU workload there first{reboot}"
+        who = (
+            f"; affected: {_plural(len(c.tenants), 'tenant')} ({_names(c.tenants)}), tier{'s' if len(c.tiers) != 1 else ''} "
+            + ", ".join(c.tiers)
+            if c.tenants
+            else "; no tenant is granted what this pool supplies"
         )
+        sentence = (
+            f"{EVICTS} on {where} (pool {c.pool}): MIG Manager re-partitions the GPUs ({what}; {cfg}) "
+            f"and evicts every GPU workload there first{reboot}{who}"
+        )
+        detail = []
         if c.waves:
             cordon = "cordoned, " if c.cordon else ""
-            out.append(
-                f"  rollout: {c.at_once} node{'s' if c.at_once != 1 else ''} unavailable at once "
-                f"({cordon}each waits for nvidia.com/mig.config.state=success, at most "
-                f"{c.node_timeout_seconds}s; a failed node stops the rollout): "
-                + " → ".join(", ".join(w) for w in c.waves)
+            detail.append(
+                f"rollout: {_plural(len(c.waves), 'wave')} of at most {_plural(c.at_once, 'node')} unavailable at "
+                f"once ({cordon}each waits for nvidia.com/mig.config.state=success, at most "
+                f"{c.node_timeout_seconds:,} s; a failed node stops the rollout); worst case "
+                f"{len(c.waves):,} × {c.node_timeout_seconds:,} s = {_duration(c.worst_case_seconds)}: "
+                + " → ".join(", ".join(w) for w in c.waves[:10])
+                + (f" → … {len(c.waves) - 10:,} more waves" if len(c.waves) > 10 else "")
             )
         if c.new_nodes:
-            out.append(
-                f"  new node{'s' if len(c.new_nodes) != 1 else ''} {', '.join(c.new_nodes)}: labelled at once, "
+            detail.append(
+                f"new node{'s' if len(c.new_nodes) != 1 else ''} {_names(c.new_nodes)}: labelled at once, "
                 "no wait (no workloads yet)"
             )
         if not c.nodes:
-            out.append(
-                "  rollout: gpupool cannot name these nodes; the node-group tooling must roll them "
-                "(cordon, relabel, wait for success, uncordon; see gpupool's docs/design.md)"
+            detail.append(
+                "rollout: gpupool cannot name these nodes; the node-group tooling must roll them "
+                "(cordon, relabel, wait for success, uncordon; see README)"
             )
+        out.append((sentence, detail))
+    return out
+
+
+def _pool_lines(d) -> list[str]:
+    """Node pools added or removed, and nodes joining or leaving (new nodes have no workloads yet)."""
+    joining = {c.pool: c for c in d.mig if not c.evicts}
+    out = []
+    for p in d.pools:
+        layout = f" (MIG layout {joining[p.pool].layout_after}, applied at once)" if p.pool in joining else ""
+        if p.kind == Kind.ADDED:
+            n = _plural(len(p.nodes_added), "node") if p.nodes_added else f"{p.count_after} selector nodes"
+            out.append(f"+ pool {p.pool} added ({p.gpu_model}, {n}){layout}")
+            continue
+        if p.kind == Kind.REMOVED:
+            gone = f": nodes {_names(p.nodes_removed)} leave the platform" if p.nodes_removed else ""
+            out.append(f"- pool {p.pool} removed{gone}; its GPUs no longer count as capacity")
+            continue
+        if p.nodes_added:
+            out.append(f"+ pool {p.pool}: {_names(p.nodes_added)} join (no workloads yet){layout}")
+        if p.nodes_removed:
+            out.append(
+                f"- pool {p.pool}: {_names(p.nodes_removed)} leave the platform (gpupool stops managing their "
+                "labels; drain them before the node goes)"
+            )
+        if p.count_before != p.count_after:
+            out.append(f"~ pool {p.pool}: expected nodes {p.count_before} → {p.count_after}")
     return out
 
 
@@ -208,24 +326,33 @@ def _object_lines(d, md: bool = False) -> list[tuple[str, str]]:
             more = len(o.fields) - MAX_FIELDS
             if more > 0:
                 shown.append(f"… {more} more")
-            out.append(("~", f"{code(o.file)} ({what}): " + "; ".join(shown)))
+            how = "REPLACED (renamed: deleted and created)" if o.replaced else ""
+            out.append(("~", f"{code(o.file)} ({what}): " + "; ".join(([how] if how else []) + shown)))
     return out
 
 
+HEADROOM_HEADERS = ["RESOURCE", "CAPACITY", "ALLOWED", "GRANTED", "HEADROOM"]
+
+
 def _headroom_rows(d) -> list[list[str]]:
+    """Per changed resource: physical capacity, what the oversubscription policy allows, granted, headroom
+    (= allowed - granted), before → after."""
+
     def n(v):
-        return "-" if v is None else str(v)
+        return "-" if v is None else f"{v:,}"
 
     rows = []
     for h in d.headroom:
         if not h.changed:
             continue
-        flag = " ⚠" if h.headroom_after is not None and h.headroom_after < 0 else ""
+        flag = " ⚠ OVER" if h.headroom_after is not None and h.headroom_after < 0 else ""
+        kept = f" (incl. {h.retained_after:,} retained)" if h.retained_after else ""
         rows.append(
             [
                 h.resource,
                 f"{n(h.capacity_before)} → {n(h.capacity_after)}",
-                f"{n(h.granted_before)} → {n(h.granted_after)}",
+                f"{n(h.allowed_before)} → {n(h.allowed_after)}",
+                f"{n(h.granted_before)} → {n(h.granted_after)}{kept}",
                 f"{n(h.headroom_before)} → {n(h.headroom_after)}{flag}",
             ]
         )
@@ -244,7 +371,7 @@ def _stack_lines(d) -> list[str]:
     out = [f"sharding.tenantShards: {count(before)} → {count(after)}; {_plural(len(d.stack_moves), 'tenant')} move"]
     out += [f"{mv.tenant}: {mv.before} → {mv.after}" for mv in d.stack_moves[:_MOVES_SHOWN]]
     if len(d.stack_moves) > _MOVES_SHOWN:
-        out.append(f"... and {len(d.stack_moves) - _MOVES_SHOWN} more (gpupool diff -o json lists them all)")
+        out.append(f"... and {len(d.stack_moves) - _MOVES_SHOWN:,} more (gpupool diff -o json lists them all)")
     if d.stack_moves:
         out.append(
             "⚠ ci/pulumi-stack.sh up moves them in two passes: the stacks they leave release them first, so "
@@ -254,37 +381,127 @@ def _stack_lines(d) -> list[str]:
     return out
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def summary_line(d) -> str:
-    """`2 tenants to onboard, 1 to change, 0 to offboard, 0 to remove · 14 objects to add, ...` (terraform's
-    "Plan: X to add, Y to change, Z to destroy"), with what the reviewer must not miss."""
+    """`2 tenants to onboard, 1 to change · 14 objects to add, 3 to change · ...` (terraform's "Plan: X to
+    add, Y to change, Z to destroy"): only the counts that are not zero."""
     s = d.summary()
+
+    def group(first: str, counts: list[tuple[int, str]]) -> str | None:
+        parts = [(n, what) for n, what in counts if n]
+        if not parts:
+            return None
+        head_n, head_what = parts[0]
+        out = [f"{_plural(head_n, first)} {head_what}"] + [f"{n:,} {what}" for n, what in parts[1:]]
+        return ", ".join(out)
+
     parts = [
-        f"{_plural(s['tenantsOnboarded'], 'tenant')} to onboard, {s['tenantsChanged']} to change, "
-        f"{s['tenantsOffboarded']} to offboard, {s['tenantsRemoved']} to remove"
-        + (f" ({s['tenantsUnknown']} not compared: invalid or unreadable)" if s["tenantsUnknown"] else ""),
-        f"{_plural(s['objectsToAdd'], 'object')} to add, {s['objectsToChange']} to change, "
-        f"{s['objectsToDelete']} to delete" + (f", {s['objectsToRetain']} to retain" if s["objectsToRetain"] else ""),
-        f"{_plural(s['poolsRelaidOut'], 'pool')} re-laid out"
-        + (" (evicting GPU workloads)" if s["poolsRelaidOut"] else ""),
+        group(
+            "tenant",
+            [
+                (s["tenantsOnboarded"], "to onboard"),
+                (s["tenantsChanged"], "to change"),
+                (s["tenantsOffboarded"], "to offboard"),
+                (s["tenantsRemoved"], "to remove"),
+                (s["tenantsUnknown"], "not compared (invalid or unreadable)"),
+            ],
+        ),
+        group(
+            "object",
+            [
+                (s["objectsToAdd"], "to add"),
+                (s["objectsToChange"], "to change"),
+                (s["objectsToDelete"], "to delete"),
+                (s["objectsToRetain"], "to retain"),
+            ],
+        ),
+        f"{_plural(s['poolsRelaidOut'], 'pool')} re-laid out (evicting GPU workloads)" if s["poolsRelaidOut"] else None,
+        f"{_plural(s['poolsNotCompared'], 'pool')} not compared (invalid in a side; may change)"
+        if s["poolsNotCompared"]
+        else None,
+        group("node", [(s["nodesJoining"], "joining"), (s["nodesLeaving"], "leaving")]),
         f"headroom changes on {_plural(s['headroomChanges'], 'resource')}"
-        + (f" ({s['negativeHeadroom']} NEGATIVE)" if s["negativeHeadroom"] else ""),
+        + (f" ({s['negativeHeadroom']:,} NEGATIVE)" if s["negativeHeadroom"] else "")
+        if s["headroomChanges"]
+        else None,
+        f"{_plural(s['tenantsMovingStack'], 'tenant')} moving between Pulumi stacks"
+        if s["tenantsMovingStack"]
+        else None,
     ]
-    if s["tenantsMovingStack"]:
-        parts.append(f"{_plural(s['tenantsMovingStack'], 'tenant')} moving between Pulumi stacks")
-    return " · ".join(parts)
+    shown = [p for p in parts if p]
+    return " · ".join(shown) if shown else "no changes"
+
+
+def _risk_phrase(d, a) -> str:
+    """The verdict's words for one alert: what the change does."""
+    n = a.count
+    if a.risk == Risk.ACCESS_CHANGED:
+        escalating = sum(t.escalates for t in d.tenants if t.name in set(a.names))
+        verb = "escalates" if escalating else "changes"
+        return f"{verb} the access of {_plural(n, 'tenant')}"
+    return {
+        Risk.NAMESPACE_DELETED: f"DELETES {_plural(n, 'namespace')}",
+        Risk.DELETION_PROTECTION_LOST: f"removes the deletion protection of {_plural(n, 'namespace')}",
+        Risk.NAMESPACE_UNMANAGED: f"leaves {_plural(n, 'namespace')} unmanaged",
+        Risk.FOREIGN_SERVICE_ACCOUNT: f"binds ServiceAccounts of other namespaces in {_plural(n, 'tenant')}",
+        Risk.EVICTION: f"evicts GPU workloads on {_plural(n, 'node')}",
+        Risk.REBOOT: f"reboots the nodes of {_plural(n, 'pool')}",
+        Risk.STACK_MOVE: f"moves {_plural(n, 'tenant')} between Pulumi stacks",
+        Risk.NODES_REMOVED: f"removes {_plural(n, 'node')}",
+    }[a.risk]
+
+
+def verdict_class(head: Side, d, ok: bool) -> str:
+    """ "blocked" (✗ cannot apply), "risky" (⚠ applies but destroys, evicts, escalates or moves stacks) or
+    "routine" (✓)."""
+    if not head.valid or not ok:
+        return "blocked"
+    return "risky" if d.alerts() else "routine"
 
 
 def _verdict(base: Side, head: Side, d, ok: bool) -> str:
-    """The first words: can this change be applied?"""
+    """The first words: can this change be applied, and is it more than routine?"""
     if not head.valid:
         return f"✗ HEAD is INVALID ({_plural(head.errors, 'error')}): this change cannot be applied."
     if not ok:
-        return "✗ HEAD leaves negative headroom: this change cannot be applied."
-    return "✓ HEAD is valid and every resource keeps non-negative headroom."
+        over = [h.resource for h in d.headroom if h.headroom_after is not None and h.headroom_after < 0]
+        return f"✗ HEAD leaves negative headroom ({', '.join(over)}): this change cannot be applied."
+    alerts = d.alerts()
+    if alerts:
+        return "⚠ HEAD applies, but it " + "; ".join(_risk_phrase(d, a) for a in alerts) + "."
+    return "✓ HEAD is valid, every resource keeps non-negative headroom, and the change is routine."
+
+
+_ALERT_TITLE = {
+    Risk.NAMESPACE_DELETED: "namespace deleted with everything in it",
+    Risk.DELETION_PROTECTION_LOST: "offboarded: deletion protection removed (removing the tenant then deletes the namespace)",
+    Risk.NAMESPACE_UNMANAGED: "removed without offboarding: namespace retained, unmanaged",
+    Risk.ACCESS_CHANGED: "owners or ownerRole change",
+    Risk.FOREIGN_SERVICE_ACCOUNT: "a ServiceAccount of another namespace is an owner",
+    Risk.EVICTION: "GPU workloads evicted (MIG re-layout)",
+    Risk.REBOOT: "nodes reboot (migRebootOnReconfigure)",
+    Risk.STACK_MOVE: "tenants move between Pulumi stacks",
+    Risk.NODES_REMOVED: "nodes leave the platform",
+}
+
+
+def alert_lines(d, names: int = 10) -> list[tuple[str, str]]:
+    """(title, "count — what") per risk; access changes say what changes; at most NAMES names each."""
+    out = []
+    by_name = {t.name: t for t in d.tenants}
+    for a in d.alerts():
+        if a.risk == Risk.ACCESS_CHANGED:
+            what = [
+                f"{n} ("
+                + "; ".join(x.text.split(" (")[0] for x in by_name[n].details if x.aspect in ACCESS_ASPECTS)
+                + ")"
+                for n in a.names
+            ]
+        elif a.risk == Risk.FOREIGN_SERVICE_ACCOUNT:
+            what = [f"{n} ({', '.join(by_name[n].foreign_service_accounts)})" for n in a.names]
+        else:
+            what = list(a.names)
+        out.append((_ALERT_TITLE[a.risk], f"{a.count:,} — {_names(what, names)}" if names else f"{a.count:,}"))
+    return out
 
 
 def _context_lines(base: Side, head: Side, d) -> list[str]:
@@ -296,7 +513,7 @@ def _context_lines(base: Side, head: Side, d) -> list[str]:
             + " and ".join(f"{s.name} ({s.label})" for s in which)
             + " could not be read far enough to build a model; fix the errors first."
         )
-    elif not head.valid:
+    elif not head.valid and any(u.side == "HEAD" for u in d.unknown):
         out.append(
             "The changes below are only what the valid parts of both sides support: anything HEAD could "
             "not read is compared as BASE has it (a tenant counts with its BASE quota)."
@@ -309,6 +526,15 @@ def _context_lines(base: Side, head: Side, d) -> list[str]:
             "compared as HEAD has them."
         )
     return out
+
+
+def _no_changes(head: Side, d) -> str | None:
+    """What to say when nothing changes: never "no changes" for an invalid HEAD, whose errors may hide some."""
+    if not d.empty or not d.comparable:
+        return None
+    if not head.valid:
+        return "No change among the parts both sides could read; HEAD's errors may hide changes (fix them first)."
+    return "No changes."
 
 
 # -- text ------------------------------------------------------------------------------------------
@@ -353,25 +579,28 @@ def format_text(base: Side, head: Side, d, ok: bool) -> str:
         if body:
             lines.extend([title, *[f"  {b}" for b in body], ""])
 
+    section("Alerts", [f"⚠ {title}: {what}" for title, what in alert_lines(d, names=30)])
     section("Not compared", _unknown_lines(d))
-    section("Tenants", [f"{m} {s}" for m, s in _tenant_lines(d)])
+    section("Tenants", [f"{r.marker} {r.text}" for r in _tenant_rows(d)])
     section("Pulumi stacks (sharding)", _stack_lines(d))
     rows = _headroom_rows(d)
     if rows:
-        lines.append("Headroom (policy-allowed minus granted), before → after")
-        lines.extend(
-            "  " + line for line in text_table(["RESOURCE", "CAPACITY", "GRANTED", "HEADROOM"], rows).splitlines()
-        )
+        lines.append("Headroom (allowed by the oversubscription policy minus granted), before → after")
+        lines.extend("  " + line for line in text_table(HEADROOM_HEADERS, rows).splitlines())
         lines.append("")
-    section("MIG layout changes", _mig_lines(d))
-    for c in d.mig:
+    section("Pools", _pool_lines(d))
+    section(
+        "MIG layout changes", [x for sentence, detail in _mig_lines(d) for x in [sentence, *(f"  {y}" for y in detail)]]
+    )
+    for c in d.evicting:
         section(f"MIG slices, pool {c.pool}", _slice_maps(c))
     section("Device-plugin config", [t if m == "!" else f"{m} {t}" for m, t in _plugin_lines(d)])
     for c in d.configs:
         section(f"{_config_title(c)}", c.unified.rstrip("\n").splitlines())
     section("Rendered objects (gpupool render)", [f"{m} {t}" for m, t in _object_lines(d)])
-    if d.empty and d.comparable:
-        lines.append("no changes")
+    nothing = _no_changes(head, d)
+    if nothing:
+        lines.append(nothing[0].lower() + nothing[1:].rstrip("."))
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -414,30 +643,35 @@ def _md_escape(text: str) -> str:
     )
 
 
-# Grey bars = before, blue bars = after, one pair per resource, and a red zero line when a value is negative.
-# Mermaid draws a bar from the axis minimum, and two series at one category overlap, so each resource gets
-# two categories and each series sits at the axis minimum (a zero-length bar) in the other's slot.
-_CHART_COLORS = "#9D9D9D, #4C78A8, #E45756"
+# Per resource after the change, two bars from zero drawn over each other (mermaid draws a category's bars at
+# one place): light = what the policy allows, dark = what is granted. Both are quantities that start at zero,
+# so no bar length ever stands for a negative number: over-granted is a dark bar past the light one. The
+# numbers are in the category labels, because mermaid's own data labels repeat the first series' values on
+# every series (mermaid 11.17.2) and a bar of 0 cannot be told from a short one.
+_CHART_COLORS = "#BFD3EA, #1F4E8C"
+
+
+def _chart_label(h) -> str:
+    name = h.resource.removeprefix("nvidia.com/")
+    granted, allowed, room = h.granted_after or 0, h.allowed_after or 0, h.headroom_after
+    state = (
+        "removed" if room is None else f"{-room:,} OVER" if room < 0 else "now FULL" if room == 0 else f"{room:,} free"
+    )
+    was = "" if h.headroom_before is None else f", was {h.headroom_before:,}"
+    return f"{name}: {granted:,} of {allowed:,} ({state}{was})"
 
 
 def mermaid_headroom(d) -> str | None:
-    """Headroom per resource before and after, as a Mermaid xychart; None when no resource's headroom changes."""
+    """Granted within allowed per resource after the change, as a Mermaid xychart; None when no
+    resource's headroom changes."""
     changed = [h for h in d.headroom if h.changed][:MAX_CHART_RESOURCES]
     if not changed:
         return None
-    before = [h.headroom_before or 0 for h in changed]
-    after = [h.headroom_after or 0 for h in changed]
-    lo, hi = min([0, *before, *after]), max([1, *before, *after])
-    pad = max(1, (hi - lo) // 10)
-    lo = lo - pad if lo < 0 else 0
-    labels, series_b, series_a = [], [], []
-    for h, b, a in zip(changed, before, after):
-        name = h.resource.removeprefix("nvidia.com/")
-        labels += [f"{name} before", f"{name} after"]
-        series_b += [b, lo]
-        series_a += [lo, a]
-    zero = lo < 0
-    title = "Headroom by resource: grey = before, blue = after" + (", red line = 0" if zero else "")
+    granted = [max(0, h.granted_after or 0) for h in changed]
+    allowed = [max(0, h.allowed_after or 0) for h in changed]
+    top = max([1, *granted, *allowed])
+    top += max(1, top // 10)
+    title = "After: granted (dark) within allowed (light)"
     init = json.dumps({"themeVariables": {"xyChart": {"plotColorPalette": _CHART_COLORS}}})
 
     def nums(xs):
@@ -447,10 +681,10 @@ def mermaid_headroom(d) -> str | None:
         f"%%{{init: {init}}}%%\n"
         "xychart-beta horizontal\n"
         f"    title {json.dumps(title)}\n"
-        f"    x-axis [{', '.join(json.dumps(x) for x in labels)}]\n"
-        f'    y-axis "headroom" {lo} --> {hi + pad}\n'
-        f"    bar [{nums(series_b)}]\n"
-        f"    bar [{nums(series_a)}]\n" + (f"    line [{nums([0] * len(labels))}]\n" if zero else "")
+        f"    x-axis [{', '.join(json.dumps(_chart_label(h), ensure_ascii=False) for h in changed)}]\n"
+        f'    y-axis "units" 0 --> {top}\n'
+        f"    bar [{nums(allowed)}]\n"
+        f"    bar [{nums(granted)}]\n"
     )
 
 
@@ -561,18 +795,28 @@ def _fit(fixed: list[str], sections: list[_Section], budget: int, where: str) ->
     return None  # unreachable: fits(len(order)) held
 
 
+def _counts(parts: list[tuple[int, str]]) -> str:
+    return ", ".join(f"{n:,} {what}" for n, what in parts if n) or "none"
+
+
 def _sections(base: Side, head: Side, d, preview: str | None) -> list[_Section]:
     out = []
-    tl = _tenant_lines(d)
-    if tl:
-        rows = [_Item(f"| {m} | {_md_escape(s)} |", RANK_TENANT_RISK) for m, s in tl]
+    rows = _tenant_rows(d, group=True)
+    if rows:
         s = d.summary()
         out.append(
             _Section(
-                "tenant changes",
-                f"Tenants: {s['tenantsOnboarded']} onboarded, {s['tenantsChanged']} "
-                f"changed, {s['tenantsOffboarded']} offboarded, {s['tenantsRemoved']} removed",
-                rows,
+                "tenant rows",
+                "Tenants: "
+                + _counts(
+                    [
+                        (s["tenantsOnboarded"], "onboarded"),
+                        (s["tenantsChanged"], "changed"),
+                        (s["tenantsOffboarded"], "offboarded"),
+                        (s["tenantsRemoved"], "removed"),
+                    ]
+                ),
+                [_Item(f"| {r.marker} | {_md_escape(r.text)} |", r.rank) for r in rows],
                 head="|  | TENANT CHANGE |\n|---|---|\n",
                 open=len(rows) <= 20,
             )
@@ -589,33 +833,49 @@ def _sections(base: Side, head: Side, d, preview: str | None) -> list[_Section]:
         )
     cells = _headroom_rows(d)
     if cells:
-        table = md_table(["RESOURCE", "CAPACITY", "GRANTED", "HEADROOM"], cells, (1, 2, 3))
+        table = md_table(HEADROOM_HEADERS, cells, (1, 2, 3, 4))
         chart = mermaid_headroom(d)
         lines = table.rstrip("\n").split("\n")
         out.append(
             _Section(
                 "resources",
-                f"Headroom (policy-allowed minus granted): {_plural(len(cells), 'resource')} change",
+                f"Headroom (allowed by the oversubscription policy minus granted): "
+                f"{_plural(len(cells), 'resource')} change",
                 [_Item(r, RANK_HEADROOM) for r in lines[2:]],
                 head="\n".join(lines[:2]) + "\n",
                 tail=("\n" + _fenced(chart, "mermaid")) if chart else "",
-                open=len(cells) <= 20,
+                open=True,
             )
         )
-    if d.mig:
-        items = [_Item(f"- **{s}**", RANK_MIG) for s in _mig_lines(d)]
+    pools = _pool_lines(d)
+    if pools:
+        marks = {"+": "**added**", "-": "**removed**", "~": "**changed**"}
+        out.append(
+            _Section(
+                "pool items",
+                f"Pools: {_plural(len(d.pools), 'pool')} change (nodes joining or leaving)",
+                [_Item(f"- {marks[x[0]]} {_md_escape(x[2:])}", RANK_MIG) for x in pools],
+                open=True,
+            )
+        )
+    mig = _mig_lines(d)
+    if mig:
+        items = [
+            _Item(f"- **{_md_escape(sentence)}**" + "".join(f"\n  - {_md_escape(x)}" for x in detail), RANK_MIG)
+            for sentence, detail in mig
+        ]
         items += [
             _Item(
                 f"**pool {_md_escape(c.pool)}**, MIG slices per GPU (which profile holds which memory slices):\n\n"
                 + _fenced("\n".join(_slice_maps(c))),
                 RANK_MIG,
             )
-            for c in d.mig
+            for c in d.evicting
         ]
         out.append(
             _Section(
                 "MIG items",
-                f"MIG layout changes: {_plural(len(d.mig), 'pool')} re-laid out",
+                f"MIG layout changes: {_plural(len(d.evicting), 'pool')} re-laid out",
                 items,
                 sep="\n\n",
                 open=True,
@@ -630,7 +890,8 @@ def _sections(base: Side, head: Side, d, preview: str | None) -> list[_Section]:
         out.append(
             _Section(
                 "config items",
-                f"Config changes: {_plural(len(d.configs), 'config entry')} (MIG Manager, device plugin)",
+                f"Config changes: {_plural(len(d.configs), 'config entry', 'config entries')} "
+                "(MIG Manager, device plugin)",
                 items,
                 sep="\n\n",
             )
@@ -673,32 +934,69 @@ class _Shown:
     """How much of the fixed parts is shown: all of it uncut, less when even they would not fit."""
 
     errors: int | None = MAX_ERRORS_SHOWN  # per side; None: all
-    warnings: int | None = MAX_WARNINGS_SHOWN
+    warnings: int | None = MAX_WARNINGS_SHOWN  # eviction sentences and items not compared
+    names: int = 10  # per alert
 
 
-# Tried in turn until the comment fits: fewer errors and alert lines (each says how many more there are).
-_SHRINK = (_Shown(), _Shown(10, 10), _Shown(3, 5), _Shown(1, 2), _Shown(0, 0))
+# Tried in turn until the comment fits: fewer errors, alert names and lines (each says how many more there are).
+_SHRINK = (_Shown(), _Shown(10, 10, 5), _Shown(3, 5, 3), _Shown(1, 2, 1), _Shown(0, 0, 0))
 
 
-def _fixed_parts(base: Side, head: Side, d, ok: bool, shown: _Shown) -> list[str]:
-    title = f"## gpupool diff\n\n{_code(base.label)} → {_code(head.label)}\n"
-    out = [title, f"**{_verdict(base, head, d, ok)}** Plan: {summary_line(d)}\n"]
+@dataclass(frozen=True)
+class Heading:
+    """What tells the dev comment from the prod one: the stack, the commit, where the full diff is."""
+
+    stack: str | None = None
+    commit: str | None = None
+    artifact_url: str | None = None  # the workflow run whose artifacts hold the full diff
+    artifact: str | None = None  # the artifact's name
+
+
+_SAFE_URL = re.compile(r"https://[A-Za-z0-9._~:/?#@!$&'*+,;=%-]+")
+
+
+def _title(base: Side, head: Side, h: Heading) -> str:
+    parts = ["## gpupool diff"]
+    if h.stack:
+        parts.append(f"stack {_code(h.stack)}")
+    if h.commit:
+        parts.append(f"commit {_code(h.commit[:12])}")
+    line2 = f"{_code(base.label)} → {_code(head.label)}"
+    if h.artifact_url and _SAFE_URL.fullmatch(h.artifact_url) and "(" not in h.artifact_url:
+        name = f" {_code(h.artifact)}" if h.artifact else ""
+        line2 += f" · [full diff: artifact{name} of this run]({h.artifact_url.replace(')', '%29')})"
+    return " · ".join(parts) + f"\n\n{line2}\n"
+
+
+def _error_list(side: Side, listed) -> str:
+    """Errors as a list: the location in code, the message as text that wraps."""
+    out = []
+    for e in listed:
+        loc = e.location
+        where = _code(f"{side.prefix}{loc.file}:{loc.line}:{loc.column}")
+        rule = f" {e.rule}" if e.rule else ""
+        path = f"{_code(e.path)}: " if e.path else ""
+        out.append(f"- {where} **{e.severity}{rule}**: {path}{_md_escape(e.message)}")
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def _fixed_parts(base: Side, head: Side, d, ok: bool, shown: _Shown, heading: Heading) -> list[str]:
+    out = [_title(base, head, heading), f"**{_md_escape(_verdict(base, head, d, ok))}** Plan: {summary_line(d)}\n"]
     boxes = []
     for side in (head, base):
         if side.valid or not side.exists:
             continue
         errs = side.error_diagnostics
         listed = errs if shown.errors is None else errs[: shown.errors]
-        lines = [side.prefix + e.render() for e in listed]
+        body = _error_list(side, listed)
         more = len(errs) - len(listed)
-        body = _fenced("\n".join(lines)) if lines else ""
         if more:
             body += f"\n✂ {_plural(more, 'more error')}: see the full diff or run `gpupool validate`.\n"
+        these = "this error is" if len(errs) == 1 else f"these {len(errs):,} errors are"
         if side is head:
             boxes.append(
-                "> [!CAUTION]\n> **HEAD is invalid: this change cannot be applied** until these "
-                f"{_plural(len(errs), 'error')} are fixed (shown as annotations on the changed "
-                "lines in CI).\n\n" + body
+                "> [!CAUTION]\n> **HEAD is invalid: this change cannot be applied** until "
+                f"{these} fixed (shown as annotations on the changed lines in CI).\n\n" + body
             )
         else:
             boxes.append(f"BASE has {_plural(len(errs), 'error')} (compared with the parts that validated):\n\n" + body)
@@ -706,17 +1004,18 @@ def _fixed_parts(base: Side, head: Side, d, ok: bool, shown: _Shown) -> list[str
     context = _context_lines(base, head, d)
     if context:
         out.append("\n".join(f"- {_md_escape(c)}" for c in context) + "\n")
-    unknown = _unknown_lines(d)
-    warnings = _mig_lines(d) + [s for m, s in _tenant_lines(d) if m == "⚠"] + unknown
-    if warnings:
+    risks = [f"> - **{_md_escape(title)}:** {_md_escape(what)}" for title, what in alert_lines(d, shown.names)]
+    warnings = [f"> - **{_md_escape(sentence)}**" for sentence, _ in _mig_lines(d)]
+    warnings += [f"> - {_md_escape(x)}" for x in _unknown_lines(d)]
+    if risks or warnings:
         listed_w = warnings if shown.warnings is None else warnings[: shown.warnings]
         more = len(warnings) - len(listed_w)
-        lines = [f"> - **{_md_escape(s)}**" if s.startswith(EVICTS) else f"> - {_md_escape(s)}" for s in listed_w]
         if more:
-            lines.append(f"> - ✂ … and {more} more (see the sections below and the full diff)")
-        out.append("> [!WARNING]\n" + "\n".join(lines) + "\n")
-    if d.empty and d.comparable:
-        out.append("No changes.\n")
+            listed_w.append(f"> - ✂ … and {more:,} more (see the sections below and the full diff)")
+        out.append("> [!WARNING]\n" + "\n".join(risks + listed_w) + "\n")
+    nothing = _no_changes(head, d)
+    if nothing:
+        out.append(nothing + "\n")
     return out
 
 
@@ -729,13 +1028,16 @@ def format_markdown(
     limit: int | None = GITHUB_COMMENT_LIMIT,
     preview: str | None = None,
     full_output: str | None = None,
+    heading: Heading | None = None,
 ) -> str:
     """The pull-request comment. With a `limit` (characters) the comment, and the sticky-comment marker the
     workflow's action adds to it, always fit: the least important items are cut first (RANK_*), then
     fewer errors and alert lines are listed; None keeps everything."""
+    heading = heading or Heading()
     sections = _sections(base, head, d, preview)
     if limit is None:
-        return "\n".join(_fixed_parts(base, head, d, ok, _Shown(None, None)) + [s.render() for s in sections])
+        fixed = _fixed_parts(base, head, d, ok, _Shown(None, None, 10_000), heading)
+        return "\n".join(fixed + [s.render() for s in sections])
     where = (
         f"the full diff is in {_code(full_output)} (uploaded as a workflow artifact)"
         if full_output
@@ -743,11 +1045,11 @@ def format_markdown(
     )
     budget = limit - STICKY_MARKER_MARGIN if limit > 4 * STICKY_MARKER_MARGIN else limit
     for shown in _SHRINK:
-        text = _fit(_fixed_parts(base, head, d, ok, shown), sections, budget, where)
+        text = _fit(_fixed_parts(base, head, d, ok, shown, heading), sections, budget, where)
         if text is not None:
             return text
     # Only the verdict and the summary line are left: pathological input (paths of thousands of characters).
-    first = _fixed_parts(base, head, d, ok, _SHRINK[-1])[:2]
+    first = _fixed_parts(base, head, d, ok, _SHRINK[-1], heading)[:2]
     note = f"\n✂ Everything else was cut to fit the comment limit; {where}.\n"
     text = "\n".join(first)
     while comment_length(text + note) > budget and text:
@@ -805,7 +1107,9 @@ def format_json(base: Side, head: Side, d, ok: bool) -> str:
         "ok": ok,
         "comparable": d.comparable,
         "empty": d.empty,
+        "verdict": verdict_class(head, d, ok),
         "summary": d.summary(),
+        "alerts": [{"risk": a.risk, "count": a.count, "names": list(a.names)} for a in d.alerts()],
         "base": side(base),
         "head": side(head),
         "unknown": [asdict(u) for u in d.unknown],
@@ -818,6 +1122,7 @@ def format_json(base: Side, head: Side, d, ok: bool) -> str:
         "objects": [asdict(o) for o in d.objects],
         "tenantShards": {"before": d.tenant_shards[0], "after": d.tenant_shards[1]},
         "stackMoves": [asdict(mv) for mv in d.stack_moves],
+        "pools": [asdict(p) for p in d.pools],
     }
     return json.dumps(_camelize(doc), indent=2, ensure_ascii=False, default=str) + "\n"
 

@@ -28,7 +28,7 @@ def test_head_tenant_file_does_not_parse(base, tmp_path, capsys):
     # the error as a list item: the location as code (file, line, column), the message as text that wraps
     diag = next(line for line in err.splitlines() if "notebooks.yaml" in line)
     where, rest = diag.split(": error: ", 1)
-    assert f"- `{where}` **error GP001**: " in md
+    assert f"> - `{where}` **error GP001**: " in md  # inside the CAUTION box
     assert "```" not in md.split("[!CAUTION]")[1].split("[!WARNING]")[0]  # no non-wrapping code block
     assert "until this error is fixed" in md  # not "these 1 error are"
     assert "tenant notebooks is UNREADABLE in HEAD" in md

@@ -994,16 +994,18 @@ def _fixed_parts(base: Side, head: Side, d, ok: bool, shown: _Shown, heading: He
             body += f"\n✂ {_plural(more, 'more error')}: see the full diff or run `gpupool validate`.\n"
         these = "this error is" if len(errs) == 1 else f"these {len(errs):,} errors are"
         if side is head:
+            # The errors inside the box: a list right after it would run into the next one.
+            quoted = "".join(f"> {line}\n" if line else ">\n" for line in body.rstrip("\n").split("\n"))
             boxes.append(
                 "> [!CAUTION]\n> **HEAD is invalid: this change cannot be applied** until "
-                f"{these} fixed (shown as annotations on the changed lines in CI).\n\n" + body
+                f"{these} fixed (shown as annotations on the changed lines in CI).\n>\n" + quoted
             )
         else:
             boxes.append(f"BASE has {_plural(len(errs), 'error')} (compared with the parts that validated):\n\n" + body)
     out.extend(boxes)
     context = _context_lines(base, head, d)
     if context:
-        out.append("\n".join(f"- {_md_escape(c)}" for c in context) + "\n")
+        out.append("\n\n".join(_md_escape(c) for c in context) + "\n")
     risks = [f"> - **{_md_escape(title)}:** {_md_escape(what)}" for title, what in alert_lines(d, shown.names)]
     warnings = [f"> - **{_md_escape(sentence)}**" for sentence, _ in _mig_lines(d)]
     warnings += [f"> - {_md_escape(x)}" for x in _unknown_lines(d)]

@@ -99,8 +99,10 @@ def test_capacity_and_supply_formula(plan):
     assert (s.capacity, s.formula) == (8, "1×8 GPUs")  # 1 node x 8 GPUs
     s = plan.supply("mig", "nvidia.com/mig-3g.40gb")
     assert (s.capacity, s.formula) == (8, "2×2 GPUs × 2")  # 2 nodes x 2 GPUs x 2 instances
-    assert s.gpu_per_unit == F(3, 7)  # 3 of A100's 7 compute slices
-    assert s.gpu_equivalents == F(24, 7)  # 8 x 3/7
+    # Chargeback weight: the GPU split among the layout's instances by compute slices: 3 / (3 + 3), not 3/7,
+    # so the two instances of each GPU add up to the whole GPU (the 7th slice is stranded by the layout).
+    assert s.gpu_per_unit == F(1, 2)
+    assert s.gpu_equivalents == 4  # 8 x 1/2: the pool's 4 GPUs
     s = plan.supply("ts", "nvidia.com/gpu.shared")
     assert (s.capacity, s.formula) == (16, "1×4 GPUs × 4 replicas")  # 1 x 4 GPUs x 4 replicas
     assert s.gpu_per_unit == F(1, 4) and s.gpu_equivalents == 4
@@ -134,21 +136,24 @@ def test_headroom_and_ratio(plan):
 
 def test_tenant_gpu_equivalents_share_and_cost(plan):
     alpha = plan.tenant("alpha")
-    # gpu 5 -> 1 on h100 (1 GPU, 4.20/h) + 4 on b200 (4 GPUs, 28.00/h); mig 4 x 3/7 = 12/7 unpriced
-    assert alpha.gpu_equivalents == 5 + F(12, 7) == F(47, 7)
+    # gpu 5 -> 1 on h100 (1 GPU, 4.20/h) + 4 on b200 (4 GPUs, 28.00/h); mig 4 x 1/2 = 2 unpriced
+    assert alpha.gpu_equivalents == 5 + 2 == 7
     assert alpha.cost.priced_gpu_equivalents == 5
-    assert alpha.cost.unpriced_gpu_equivalents == F(12, 7)
+    assert alpha.cost.unpriced_gpu_equivalents == 2
     assert alpha.cost.per_hour == F("32.20")
     assert alpha.cost.per_month == F("23506")  # 32.20 x 730
-    assert alpha.share == F(47, 7) / 18 == F(47, 126)
+    assert alpha.share == F(7, 18)
     beta = plan.tenant("beta")
-    # 20 replicas x 1/4 GPU = 5 GPUs x 0.80 = 4.00/h, 2920/month
-    assert (beta.gpu_equivalents, beta.cost.per_hour, beta.cost.per_month, beta.share) == (5, F(4), F(2920), F(5, 18))
+    # gpu.shared is oversubscribed: 22 replicas granted on 16, so each is charged 16/22 of its 1/4 GPU:
+    # 20 x 1/4 x 16/22 = 40/11 GPUs x 0.80 = 32/11 per hour (as written the grant is 5 GPUs)
+    assert beta.cost.granted_gpu_equivalents == 5
+    assert (beta.gpu_equivalents, beta.cost.per_hour, beta.share) == (F(40, 11), F(32, 11), F(40, 11) / 18)
+    assert beta.cost.per_month == F(32, 11) * 730
     gamma = plan.tenant("gamma")
-    # gpu 5 as alpha (5 GPUs, 32.20/h) + 2 replicas = 0.5 GPU (0.40/h)
-    assert gamma.gpu_equivalents == F(11, 2)
-    assert gamma.cost.per_hour == F("32.60") and gamma.cost.per_month == F("23798")
-    assert gamma.share == F(11, 36)
+    # gpu 5 as alpha (5 GPUs, 32.20/h) + 2 replicas x 1/4 x 16/22 = 4/11 GPU (4/11 x 0.80 per hour)
+    assert gamma.gpu_equivalents == 5 + F(4, 11)
+    assert gamma.cost.per_hour == F("32.20") + F(4, 11) * F("0.80")
+    assert gamma.share == (5 + F(4, 11)) / 18
     delta = plan.tenant("delta")
     assert delta.offboarded and delta.grants == {} and delta.gpu_equivalents == 0 and delta.cost.per_hour == 0
 
@@ -156,15 +161,29 @@ def test_tenant_gpu_equivalents_share_and_cost(plan):
 def test_cost_centres_and_total(plan):
     cc1 = plan.cost_center("cc-1")
     assert cc1.tenants == ("alpha", "beta")
-    assert cc1.gpu_equivalents == F(47, 7) + 5 == F(82, 7)
-    assert cc1.cost.per_hour == F("36.20") and cc1.cost.per_month == F("26426")
-    assert cc1.cost.unpriced_gpu_equivalents == F(12, 7)
-    assert cc1.share == F(82, 7) / 18
+    assert cc1.gpu_equivalents == 7 + F(40, 11)
+    assert cc1.cost.per_hour == F("32.20") + F(32, 11)
+    assert cc1.cost.unpriced_gpu_equivalents == 2
+    assert cc1.share == (7 + F(40, 11)) / 18
     cc2 = plan.cost_center("cc-2")
     assert cc2.tenants == ("gamma", "delta")
-    assert (cc2.gpu_equivalents, cc2.cost.per_hour, cc2.cost.per_month) == (F(11, 2), F("32.60"), F("23798"))
-    assert plan.total.gpu_equivalents == F(241, 14)  # 82/7 + 11/2
-    assert plan.total.per_hour == F("68.80") and plan.total.per_month == F("50224")
+    assert cc2.gpu_equivalents == 5 + F(4, 11)
+    # 7 + 40/11 + 59/11: never more GPUs than the 18 that exist, though as written the grants add up to 18.5
+    assert plan.total.gpu_equivalents == 16
+    assert plan.total.granted_gpu_equivalents == F(35, 2)  # alpha 5 + 2, beta 5, gamma 5 + 1/2
+    # h100 2 x 4.20 + b200 8 x 7.00 + ts 4 x 0.80: every priced GPU is granted
+    assert plan.total.per_hour == F("8.40") + 56 + F("3.20")
+
+
+def test_every_pool_reconciles(plan):
+    """Charged + unallocated = the pool's GPUs; in money, the tenants' charges + unallocated = what pools cost."""
+    mig = next(p for p in plan.pools if p.name == "mig")
+    assert (mig.charged_gpu_equivalents, mig.unallocated_gpu_equivalents) == (2, 2)  # 4 of 8 instances granted
+    ts = next(p for p in plan.pools if p.name == "ts")
+    assert ts.oversubscribed and ts.charged_gpu_equivalents == 4 and ts.unallocated_gpu_equivalents == 0
+    assert all(p.reconciles for p in plan.pools)
+    assert plan.total.per_hour + plan.unallocated.per_hour == plan.pools_cost_per_hour == F("67.60")
+    assert plan.unallocated.unpriced_gpu_equivalents == 2
 
 
 def test_unpriced_spec_has_no_chargeback(tmp_path):
@@ -199,8 +218,12 @@ def test_json_documented_keys(plan):
         "gpuEquivalents",
         "pricedGpuEquivalents",
         "unpricedGpuEquivalents",
+        "grantedGpuEquivalents",
         "costPerHour",
         "costPerMonth",
+        "unallocatedGpuEquivalents",
+        "unallocatedPerHour",
+        "poolsCostPerHour",
     }
     pool = doc["pools"][0]
     assert set(pool) == {
@@ -214,7 +237,18 @@ def test_json_documented_keys(plan):
         "sharing",
         "replicas",
         "pricePerGpuHour",
+        "chargeback",
         "resources",
+    }
+    assert set(pool["chargeback"]) == {
+        "costPerHour",
+        "chargedGpuEquivalents",
+        "chargedPerHour",
+        "unallocatedGpuEquivalents",
+        "unallocatedPerHour",
+        "strandedGpus",
+        "oversubscribed",
+        "reconciles",
     }
     assert set(pool["resources"][0]) == {
         "resource",
@@ -225,6 +259,9 @@ def test_json_documented_keys(plan):
         "gpuEquivalents",
         "granted",
         "grantedGpuEquivalents",
+        "chargedGpuEquivalents",
+        "unallocatedGpuEquivalents",
+        "chargeFactor",
     }
     assert set(doc["resources"][0]) == {
         "resource",
@@ -252,7 +289,7 @@ def test_json_documented_keys(plan):
     } <= set(t)
     assert t["costPerHour"] == 32.2 and t["costPerMonth"] == 23506
     assert {"name", "tenants", "share", "gpuEquivalents", "costPerHour", "costPerMonth"} <= set(doc["costCenters"][0])
-    assert doc["totals"]["costPerHour"] == 68.8
+    assert doc["totals"]["costPerHour"] == 67.6 == doc["totals"]["poolsCostPerHour"]  # the priced GPUs all granted
     # every key the docs list is in the document
     documented = (ROOT / "docs" / "plan-json.md").read_text()
     for key in ("schemaVersion", "costCenters", "allocations", "grantedGpuEquivalents", "unpricedGpuEquivalents"):
@@ -267,7 +304,11 @@ def test_csv_line_items_sum_to_totals(plan):
     assert sorted((r["pool"], r["units"]) for r in alpha) == [("b200", "4"), ("h100", "1"), ("mig", "4")]
     assert next(r for r in alpha if r["pool"] == "mig")["cost_per_hour"] == ""
     total = sum(float(r["cost_per_hour"]) for r in rows if r["cost_per_hour"])
-    assert total == pytest.approx(68.80)
+    assert total == pytest.approx(float(plan.pools_cost_per_hour)) == pytest.approx(67.60)
+    # the unpriced MIG pool's 4 ungranted instances are a line item too
+    assert [(r["pool"], r["units"], r["gpu_equivalents"]) for r in rows if r["tenant"] == "(unallocated)"] == [
+        ("mig", "4", "2.0000")
+    ]
 
 
 def test_table_fits_100_columns_for_prod(capsys):

@@ -9,6 +9,11 @@ and sums of many small shares do not drift.
 Attribution: a resource name (e.g. nvidia.com/gpu) may be supplied by several pools with different GPUs and
 prices. A quota names only the resource, not the pool, so a grant of resource R is attributed to the pools
 supplying R in proportion to their capacity of R: pool p carries grant x capacity_p(R) / capacity(R).
+
+Chargeback reconciles (docs/chargeback.md): a unit weighs NodePool.unit_gpu_fraction (a MIG instance its
+layout's share of the GPU, so a GPU's instances add up to one GPU), an oversubscribed resource is charged at
+its capacity (every grant of it scaled by capacity / granted), and what no grant covers is reported per pool
+as unallocated. So per pool: charged + unallocated GPU-equivalents = its GPUs, and the money likewise.
 """
 
 from __future__ import annotations
@@ -61,7 +66,26 @@ class Supply:
 
     @property
     def granted_gpu_equivalents(self) -> Fraction:
+        """The grants as written, in GPUs: more than the pool has when the resource is oversubscribed."""
         return self.granted * self.gpu_per_unit
+
+    @property
+    def charge_factor(self) -> Fraction:
+        """What one granted unit is charged of its weight: capacity / granted when oversubscribed, else 1."""
+        return Fraction(self.capacity) / self.granted if self.granted > self.capacity else Fraction(1)
+
+    @property
+    def charged_gpu_equivalents(self) -> Fraction:
+        return min(self.granted, Fraction(self.capacity)) * self.gpu_per_unit
+
+    @property
+    def unallocated_gpu_equivalents(self) -> Fraction:
+        """Capacity no grant covers (the pool's cost nobody is charged for)."""
+        return max(self.capacity - self.granted, Fraction(0)) * self.gpu_per_unit
+
+    @property
+    def oversubscribed_units(self) -> Fraction:
+        return max(self.granted - self.capacity, Fraction(0))
 
 
 @dataclass(frozen=True)
@@ -77,6 +101,31 @@ class PoolLine:
     node_names: tuple[str, ...]
     node_selector: dict[str, str]
     supplies: tuple[Supply, ...]
+    stranded_gpus: Fraction = Fraction(0)  # compute slices in no MIG instance (SM share), charged to instances
+
+    @property
+    def cost_per_hour(self) -> Fraction | None:
+        return None if self.price is None else self.gpus * self.price
+
+    @property
+    def charged_gpu_equivalents(self) -> Fraction:
+        return sum((s.charged_gpu_equivalents for s in self.supplies), Fraction(0))
+
+    @property
+    def unallocated_gpu_equivalents(self) -> Fraction:
+        return sum((s.unallocated_gpu_equivalents for s in self.supplies), Fraction(0))
+
+    @property
+    def oversubscribed(self) -> bool:
+        return any(s.oversubscribed_units for s in self.supplies)
+
+    @property
+    def reconciles(self) -> bool:
+        """Charged + unallocated GPU-equivalents are exactly the pool's GPUs (so the money is its cost)."""
+        return self.charged_gpu_equivalents + self.unallocated_gpu_equivalents == self.gpus
+
+    def per_hour(self, gpu_equivalents: Fraction) -> Fraction | None:
+        return None if self.price is None else gpu_equivalents * self.price
 
 
 @dataclass(frozen=True)
@@ -109,8 +158,9 @@ class Allocation:
     resource: str
     pool: str
     units: Fraction
-    gpu_equivalents: Fraction
+    gpu_equivalents: Fraction  # charged: the grant's weight, scaled down when the resource is oversubscribed
     price: Fraction | None
+    granted_gpu_equivalents: Fraction = Fraction(0)  # the grant's weight as written
 
     @property
     def cost_per_hour(self) -> Fraction | None:
@@ -119,11 +169,13 @@ class Allocation:
 
 @dataclass(frozen=True)
 class Cost:
-    """GPU-equivalents split into priced and unpriced, and what the priced part costs."""
+    """Charged GPU-equivalents split into priced and unpriced, what the priced part costs, and the grants'
+    GPU-equivalents as written (more than charged where a resource is oversubscribed)."""
 
     gpu_equivalents: Fraction = Fraction(0)
     priced_gpu_equivalents: Fraction = Fraction(0)
     per_hour: Fraction = Fraction(0)
+    granted_gpu_equivalents: Fraction = Fraction(0)
 
     @property
     def unpriced_gpu_equivalents(self) -> Fraction:
@@ -138,6 +190,7 @@ class Cost:
             self.gpu_equivalents + other.gpu_equivalents,
             self.priced_gpu_equivalents + other.priced_gpu_equivalents,
             self.per_hour + other.per_hour,
+            self.granted_gpu_equivalents + other.granted_gpu_equivalents,
         )
 
 
@@ -169,7 +222,8 @@ class TenantLine:
             total = sum(s.capacity for s in sups)
             for s in sups:
                 units = Fraction(n * s.capacity, total) if total else Fraction(0)
-                out.append(Allocation(self.name, r, s.pool, units, units * s.gpu_per_unit, s.price))
+                eq = units * s.gpu_per_unit
+                out.append(Allocation(self.name, r, s.pool, units, eq * s.charge_factor, s.price, eq))
         return tuple(out)
 
 
@@ -241,6 +295,19 @@ class CapacityPlan:
     def cost_center(self, name: str) -> CostCenterLine | None:
         return next((c for c in self.cost_centers if c.name == name), None)
 
+    @property
+    def unallocated(self) -> Cost:
+        """Capacity no grant covers, over all pools: with `total` it makes up what the pools cost."""
+        out = Cost()
+        for p in self.pools:
+            u = p.unallocated_gpu_equivalents
+            out = out + Cost(u, u if p.price is not None else Fraction(0), p.per_hour(u) or Fraction(0), u)
+        return out
+
+    @property
+    def pools_cost_per_hour(self) -> Fraction:
+        return sum((p.cost_per_hour for p in self.pools if p.cost_per_hour is not None), Fraction(0))
+
     def supply(self, pool: str, resource: str) -> Supply | None:
         for p in self.pools:
             if p.name == pool:
@@ -306,6 +373,7 @@ def compute(spec: m.Spec) -> CapacityPlan:
                 tuple(pool.nodes),
                 dict(pool.node_selector),
                 shares,
+                pool.stranded_gpus() * pool.node_count,
             )
         )
     total_gpus = sum(p.total_gpus for p in spec.pools)
@@ -326,28 +394,35 @@ def compute(spec: m.Spec) -> CapacityPlan:
     def share(x: Fraction) -> Fraction:
         return x / total_gpus if total_gpus else Fraction(0)
 
-    # Per resource, one unit's GPU-equivalents, priced GPU-equivalents and cost, averaged over the supplying
-    # pools by capacity: a tenant's numbers are then one multiplication per granted resource.
-    per_unit: dict[str, tuple[Fraction, Fraction, Fraction]] = {}
+    # Per resource, one granted unit's charged GPU-equivalents, priced GPU-equivalents and cost, averaged over
+    # the supplying pools by capacity, and its GPU-equivalents as granted: a tenant's numbers are then one
+    # multiplication per granted resource. Attribution is by capacity, so an oversubscribed resource is
+    # oversubscribed by the same factor in each of its pools.
+    per_unit: dict[str, tuple[Fraction, Fraction, Fraction, Fraction]] = {}
     for r, sups in by_resource.items():
         c = capacity[r]
+        factor = Fraction(c, granted[r]) if granted.get(r, 0) > c else Fraction(1)
         eq = sum((s.capacity * s.gpu_per_unit for s in sups), Fraction(0))
         priced = sum((s.capacity * s.gpu_per_unit for s in sups if s.price is not None), Fraction(0))
         cost = sum((s.capacity * s.gpu_per_unit * s.price for s in sups if s.price is not None), Fraction(0))
-        per_unit[r] = (eq / c, priced / c, cost / c) if c else (Fraction(0),) * 3
-    supplies_of = {r: tuple(sups) for r, sups in by_resource.items()}
+        per_unit[r] = (eq * factor / c, priced * factor / c, cost * factor / c, eq / c) if c else (Fraction(0),) * 4
+    supplies_of: dict[str, tuple[Supply, ...]] = {}
+    for line in pools:  # the supplies with their attributed grants (and so their charge factors)
+        for s in line.supplies:
+            supplies_of[s.resource] = supplies_of.get(s.resource, ()) + (s,)
     tenants = []
-    zero = (Fraction(0),) * 3
+    zero = (Fraction(0),) * 4
     for t in spec.tenants:
         grants = {} if t.offboarded else {r: n for r, n in sorted(t.gpus.items())}
         eq_by_r = {}
-        eq = priced = per_hour = Fraction(0)
+        eq = priced = per_hour = nominal = Fraction(0)
         for r, n in grants.items():
-            ue, up, uc = per_unit.get(r, zero)
+            ue, up, uc, un = per_unit.get(r, zero)
             eq_by_r[r] = n * ue
             eq += n * ue
             priced += n * up
             per_hour += n * uc
+            nominal += n * un
         tenants.append(
             TenantLine(
                 t.name,
@@ -355,7 +430,7 @@ def compute(spec: m.Spec) -> CapacityPlan:
                 t.cost_center,
                 t.offboarded,
                 grants,
-                Cost(eq, priced, per_hour),
+                Cost(eq, priced, per_hour, nominal),
                 share(eq),
                 eq_by_r,
                 {r: supplies_of.get(r, ()) for r in grants},
@@ -438,8 +513,24 @@ def _cost_json(c: Cost) -> dict:
         "gpuEquivalents": _num(c.gpu_equivalents),
         "pricedGpuEquivalents": _num(c.priced_gpu_equivalents),
         "unpricedGpuEquivalents": _num(c.unpriced_gpu_equivalents),
+        "grantedGpuEquivalents": _num(c.granted_gpu_equivalents),
         "costPerHour": _num(c.per_hour),
         "costPerMonth": _num(c.per_month, 2),
+    }
+
+
+def _pool_chargeback_json(p: PoolLine) -> dict:
+    cost = p.cost_per_hour
+    charged, unallocated = p.charged_gpu_equivalents, p.unallocated_gpu_equivalents
+    return {
+        "costPerHour": _num(cost),
+        "chargedGpuEquivalents": _num(charged),
+        "chargedPerHour": _num(p.per_hour(charged)),
+        "unallocatedGpuEquivalents": _num(unallocated),
+        "unallocatedPerHour": _num(p.per_hour(unallocated)),
+        "strandedGpus": _num(p.stranded_gpus),
+        "oversubscribed": p.oversubscribed,
+        "reconciles": p.reconciles,
     }
 
 
@@ -451,7 +542,13 @@ def to_json(plan: CapacityPlan) -> dict:
         "spec": plan.source,
         "hoursPerMonth": HOURS_PER_MONTH,
         "ok": plan.ok,
-        "totals": {"gpus": plan.total_gpus, **_cost_json(plan.total)},
+        "totals": {
+            "gpus": plan.total_gpus,
+            **_cost_json(plan.total),
+            "unallocatedGpuEquivalents": _num(plan.unallocated.gpu_equivalents),
+            "unallocatedPerHour": _num(plan.unallocated.per_hour),
+            "poolsCostPerHour": _num(plan.pools_cost_per_hour),
+        },
         "pools": [
             {
                 "name": p.name,
@@ -464,6 +561,7 @@ def to_json(plan: CapacityPlan) -> dict:
                 "sharing": p.sharing,
                 "replicas": p.replicas,
                 "pricePerGpuHour": _num(p.price),
+                "chargeback": _pool_chargeback_json(p),
                 "resources": [
                     {
                         "resource": s.resource,
@@ -474,6 +572,9 @@ def to_json(plan: CapacityPlan) -> dict:
                         "gpuEquivalents": _num(s.gpu_equivalents),
                         "granted": _num(s.granted),
                         "grantedGpuEquivalents": _num(s.granted_gpu_equivalents),
+                        "chargedGpuEquivalents": _num(s.charged_gpu_equivalents),
+                        "unallocatedGpuEquivalents": _num(s.unallocated_gpu_equivalents),
+                        "chargeFactor": _num(s.charge_factor, 6),
                     }
                     for s in p.supplies
                 ],
@@ -508,6 +609,7 @@ def to_json(plan: CapacityPlan) -> dict:
                         "pool": a.pool,
                         "units": _num(a.units),
                         "gpuEquivalents": _num(a.gpu_equivalents),
+                        "grantedGpuEquivalents": _num(a.granted_gpu_equivalents),
                         "pricePerGpuHour": _num(a.price),
                         "costPerHour": _num(a.cost_per_hour),
                     }

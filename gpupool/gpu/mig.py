@@ -371,3 +371,21 @@ def gpu_fraction(model: GpuModel, profile: str) -> Fraction:
             f"{profile} is not a MIG profile of {model.name} (valid: {', '.join(model.profiles)})"
         ) from None
     return Fraction(p.compute, model.compute_slices)
+
+
+def layout_weights(model: GpuModel, layout: Mapping[str, int]) -> dict[str, Fraction]:
+    """What one instance of each profile of LAYOUT costs, as a fraction of its GPU: the GPU split among the
+    instances the layout creates, in proportion to their compute slices. The weights of a GPU's instances
+    always add up to exactly one GPU, so a layout that leaves a slice unusable (2 x 3g.40gb uses 6 of 7) is
+    paid for by the instances that strand it, and a fully granted pool bills exactly what it costs
+    (docs/chargeback.md). This is the weight of chargeback, `gpupool plan` and `gpupool usage` alike."""
+    used = sum(model.profiles[p].compute * n for p, n in layout.items() if n)
+    if not used:
+        return {}
+    return {p: Fraction(model.profiles[p].compute, used) for p, n in layout.items() if n}
+
+
+def stranded_compute(model: GpuModel, layout: Mapping[str, int]) -> Fraction:
+    """The share of a GPU's compute slices that LAYOUT leaves in no instance (2 x 3g.40gb on H100: 1/7)."""
+    used = sum(model.profiles[p].compute * n for p, n in layout.items() if n)
+    return Fraction(max(model.compute_slices - used, 0), model.compute_slices)

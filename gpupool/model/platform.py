@@ -175,18 +175,38 @@ class NodePool:
         return {name: count * self.node_count for name, count in self.resources_per_node().items()}
 
     def unit_gpu_fraction(self, advertised: str) -> Fraction:
-        """One unit of an advertised resource in physical GPUs: a MIG instance is its share of the GPU's
-        compute slices, a time-sliced or MPS replica 1/replicas of what it shares."""
+        """One unit of an advertised resource in physical GPUs, the weight of every GPU-equivalent and charge:
+        a whole GPU is 1; a MIG instance its layout's share of the GPU (gpupool.gpu.mig.layout_weights: the
+        GPU split among its instances by compute slices, so a GPU's instances add up to exactly 1), averaged
+        over the pool's MIG groups by instance count when groups differ; a time-sliced or MPS replica
+        1/replicas of what it shares."""
         physical = self.physical_name(advertised)
         base = Fraction(1)
         if physical.startswith(MIG_PREFIX):
-            from gpupool.gpu.mig import catalog, gpu_fraction
+            from gpupool.gpu.mig import catalog, layout_weights
 
             model = catalog().resolve(self.gpu_model)
             assert model is not None, f"a MIG pool's model is in the catalog: {self.gpu_model}"
-            profile = next(p for p in model.profiles.values() if p.resource_name == physical)
-            base = gpu_fraction(model, profile.name)
+            weight = count = Fraction(0)
+            for group in self.sharing.mig:
+                for profile, w in layout_weights(model, group.layout).items():
+                    if mig_resource(profile) == physical:
+                        n = len(group.gpus) * group.layout[profile]
+                        weight += n * w
+                        count += n
+            assert count, f"{physical} is a device of pool {self.name}"
+            base = weight / count
         return base / self.sharing.replicas
+
+    def stranded_gpus(self) -> Fraction:
+        """GPUs' worth of compute slices per node that the MIG layouts leave in no instance (by SM share).
+        Not lost to chargeback: layout_weights charges them to the instances that strand them."""
+        from gpupool.gpu.mig import catalog, stranded_compute
+
+        model = catalog().resolve(self.gpu_model) if self.sharing.mig else None
+        if model is None:
+            return Fraction(0)
+        return sum((len(g.gpus) * stranded_compute(model, g.layout) for g in self.sharing.mig), Fraction(0))
 
     @property
     def total_gpus(self) -> int:

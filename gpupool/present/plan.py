@@ -85,15 +85,20 @@ def sections(plan) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...
         )
     )
     rows = []
+    nominal = {}
+    for t in plan.tenants:
+        for a in t.allocations:
+            key = (t.name, a.resource)
+            nominal[key] = nominal.get(key, 0) + a.granted_gpu_equivalents
     for t in plan.tenants:
         for r, n in t.grants.items():
-            rows.append([t.name, r, str(n), eq(t.resource_gpu_equivalents(r))])
+            rows.append([t.name, r, str(n), eq(nominal.get((t.name, r), 0)), eq(t.resource_gpu_equivalents(r))])
     out.append(
         (
-            "Grants (GPU-EQ: a MIG instance counts its compute slices, a shared replica 1/replicas)",
-            ["TENANT", "RESOURCE", "GRANTED", "GPU-EQ"],
+            "Grants (GPU-EQ as written; CHARGED: scaled down to capacity where oversubscribed)",
+            ["TENANT", "RESOURCE", "GRANTED", "GPU-EQ", "CHARGED"],
             rows,
-            (2, 3),
+            (2, 3, 4),
         )
     )
     out.append(
@@ -131,6 +136,27 @@ def sections(plan) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...
         )
     if plan.priced:
         rows = []
+        for p in plan.pools:
+            rows.append(
+                [
+                    p.name,
+                    str(p.gpus),
+                    money(p.cost_per_hour) if p.cost_per_hour is not None else "unpriced",
+                    eq(p.charged_gpu_equivalents),
+                    money(p.per_hour(p.charged_gpu_equivalents)) if p.price is not None else "-",
+                    eq(p.unallocated_gpu_equivalents),
+                    money(p.per_hour(p.unallocated_gpu_equivalents)) if p.price is not None else "-",
+                ]
+            )
+        out.append(
+            (
+                "Chargeback per pool (charged + unallocated = the pool's GPUs and cost per hour)",
+                ["POOL", "GPUS", "COST/H", "CHARGED GPU-EQ", "CHARGED/H", "UNALLOCATED GPU-EQ", "UNALLOCATED/H"],
+                rows,
+                (1, 2, 3, 4, 5, 6),
+            )
+        )
+        rows = []
         for t in sorted(plan.tenants, key=lambda t: (t.cost_center or "", t.name)):
             rows.append(
                 [
@@ -162,11 +188,21 @@ def sections(plan) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...
         ]
         rows.append(
             [
-                "TOTAL",
-                eq(plan.total.priced_gpu_equivalents),
-                money(plan.total.per_hour),
-                money(plan.total.per_month),
-                eq(plan.total.unpriced_gpu_equivalents),
+                "(unallocated)",
+                eq(plan.unallocated.priced_gpu_equivalents),
+                money(plan.unallocated.per_hour),
+                money(plan.unallocated.per_month),
+                eq(plan.unallocated.unpriced_gpu_equivalents),
+            ]
+        )
+        whole = plan.total + plan.unallocated
+        rows.append(
+            [
+                "TOTAL (= the pools' cost)",
+                eq(whole.priced_gpu_equivalents),
+                money(whole.per_hour),
+                money(whole.per_month),
+                eq(whole.unpriced_gpu_equivalents),
             ]
         )
         out.append(
@@ -180,6 +216,23 @@ def sections(plan) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...
     return out
 
 
+def _pool_notes(plan) -> list[str]:
+    """What makes a pool's charges differ from grants x SM share: oversubscription and stranded slices."""
+    out = []
+    for p in plan.pools:
+        for s in p.supplies:
+            if s.oversubscribed_units:
+                out.append(
+                    f"{p.name}: {s.resource} oversubscribed {ratio(s.granted / s.capacity)} "
+                    f"({units(s.granted)} on {s.capacity}): grants charged × {float(s.charge_factor):.4g}"
+                )
+        if p.stranded_gpus:
+            out.append(
+                f"{p.name}: the MIG layout strands {eq(p.stranded_gpus)} GPUs of compute; its instances carry them"
+            )
+    return out
+
+
 def rollout_order(r) -> str:
     """ "n1, n2 → n3, n4": waves separated by arrows; a selector pool's nodes cannot be named."""
     if not r.waves:
@@ -189,12 +242,15 @@ def rollout_order(r) -> str:
 
 def _summary(plan) -> str:
     granted = eq(plan.total.gpu_equivalents)
-    return (
+    text = (
         f"{plural(plan.total_gpus, 'GPU')} in {plural(len(plan.pools), 'pool')}; "
         f"{plural(len(plan.tenants), 'tenant')} granted "
         f"{granted} GPU-equivalents ({pct(plan.total.gpu_equivalents / plan.total_gpus) if plan.total_gpus else '-'}"
         " of the cluster)"
     )
+    if plan.total.granted_gpu_equivalents != plan.total.gpu_equivalents:
+        text += f"\n(as written the grants add up to {eq(plan.total.granted_gpu_equivalents)}: oversubscribed)"
+    return text
 
 
 def _warnings(plan) -> list[str]:
@@ -204,6 +260,7 @@ def _warnings(plan) -> list[str]:
             f"⚠ {r.resource}: granted {r.granted} but the policy allows {r.allowed} "
             f"(capacity {r.capacity} × {float(r.max_ratio):g}): headroom {r.headroom}"
         )
+    out.extend(_pool_notes(plan))
     if not plan.priced:
         out.append("no pool has pricePerGpuHour: no chargeback")
     elif any(p.price is None for p in plan.pools):
@@ -250,11 +307,14 @@ CSV_COLUMNS = [
     "price_per_gpu_hour",
     "cost_per_hour",
     "cost_per_month",
+    "granted_gpu_equivalents",
 ]
+UNALLOCATED = "(unallocated)"  # the tenant column of a pool's capacity no grant covers (not a valid tenant name)
 
 
 def format_csv(plan) -> str:
-    """Chargeback line items: one row per tenant, resource and supplying pool (sums to the totals)."""
+    """Chargeback line items: one row per tenant, resource and supplying pool, then one `(unallocated)` row per
+    pool and resource with capacity no grant covers: the rows add up to what the pools cost."""
     from gpupool.analysis.plan import HOURS_PER_MONTH
 
     models = {p.name: p.gpu_model for p in plan.pools}
@@ -281,6 +341,28 @@ def format_csv(plan) -> str:
                     dec(a.price),
                     dec(cost),
                     dec(None if cost is None else cost * HOURS_PER_MONTH, 2),
+                    dec(a.granted_gpu_equivalents),
+                ]
+            )
+    for p in plan.pools:
+        for s in p.supplies:
+            if not s.unallocated_gpu_equivalents:
+                continue
+            cost = p.per_hour(s.unallocated_gpu_equivalents)
+            w.writerow(
+                [
+                    "",
+                    UNALLOCATED,
+                    "",
+                    s.resource,
+                    p.name,
+                    p.gpu_model,
+                    units(s.capacity - s.granted),
+                    dec(s.unallocated_gpu_equivalents),
+                    dec(p.price),
+                    dec(cost),
+                    dec(None if cost is None else cost * HOURS_PER_MONTH, 2),
+                    dec(s.unallocated_gpu_equivalents),
                 ]
             )
     return buf.getvalue()

@@ -42,6 +42,10 @@ _CLASSES: dict[tuple[str, str, bool], Callable] = {
 }
 
 
+# Objects of CRDs gpupool creates (the CRDs come from elsewhere: the Prometheus Operator).
+_CUSTOM = {("monitoring.coreos.com/v1", "PrometheusRule", False)}
+
+
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
@@ -88,8 +92,13 @@ class Registry:
         return [self.resources[name] for name in obj.depends_on if name in self.resources]
 
     def register(self, obj: Desired, parent: pulumi.Resource) -> pulumi.Resource:
-        cls = _CLASSES[(obj.manifest["apiVersion"], obj.manifest["kind"], obj.patch)]
-        kwargs = {_snake(k): v for k, v in pulumi_inputs(obj).items() if k not in ("apiVersion", "kind")}
+        key = (obj.manifest["apiVersion"], obj.manifest["kind"], obj.patch)
+        if key in _CUSTOM:  # a CRD's object: apiVersion and kind are inputs of CustomResource
+            cls: Callable = k8s.apiextensions.CustomResource
+            kwargs = {_snake(k): v for k, v in pulumi_inputs(obj).items()}
+        else:
+            cls = _CLASSES[key]
+            kwargs = {_snake(k): v for k, v in pulumi_inputs(obj).items() if k not in ("apiVersion", "kind")}
         timeouts = None
         if obj.timeout_seconds:
             t = f"{obj.timeout_seconds}s"

@@ -23,6 +23,7 @@ from gpupool.rules.engine import validate_file
 from .gpu_config import DevicePluginConfig, MigConfig
 from .gpu_operator import GpuOperator
 from .k8s_objects import Registry
+from .monitoring import Monitoring
 from .node_pool import NodePool
 from .provider import checked as checked_provider
 from .provider import kubernetes_provider
@@ -111,6 +112,8 @@ def deploy(
             opts,
         )
     PriorityTiers("tiers", parts.get("tiers", []), registry, opts)
+    if parts.get("monitoring"):
+        Monitoring("monitoring", parts["monitoring"], registry, opts)
     register_tenants(tenants, parts, registry, opts)
     return stack_outputs(spec, plan, tenants)
 

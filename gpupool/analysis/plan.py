@@ -407,8 +407,8 @@ def compute(spec: m.Spec) -> CapacityPlan:
         cost = sum((s.capacity * s.gpu_per_unit * s.price for s in sups if s.price is not None), Fraction(0))
         per_unit[r] = (eq * factor / c, priced * factor / c, cost * factor / c, eq / c) if c else (Fraction(0),) * 4
     supplies_of: dict[str, tuple[Supply, ...]] = {}
-    for line in pools:  # the supplies with their attributed grants (and so their charge factors)
-        for s in line.supplies:
+    for pool_line in pools:  # the supplies with their attributed grants (and so their charge factors)
+        for s in pool_line.supplies:
             supplies_of[s.resource] = supplies_of.get(s.resource, ()) + (s,)
     tenants = []
     zero = (Fraction(0),) * 4

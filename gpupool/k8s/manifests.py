@@ -20,6 +20,7 @@ import yaml
 from gpupool.k8s import admission, rollout
 from gpupool.model import platform as m
 from gpupool.model.owners import Subject, parse_owner
+from gpupool.monitoring import objects as monitoring
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpupool"}
 LABEL_POOL = "gpupool.dev/pool"
@@ -356,6 +357,17 @@ def operator_values(spec: m.Spec, mig_hash: str, plugin_hash: str) -> dict[str, 
         "devicePlugin": {"config": {"name": PLUGIN_CONFIGMAP, "default": EXCLUSIVE_KEY}, "env": env["devicePlugin"]},
         "gfd": {"env": env["gfd"]},
     }
+    dcgm = monitoring.dcgm_exporter_values(spec)  # empty unless monitoring is enabled
+    if dcgm:
+        section = found if isinstance(found := user.get("dcgmExporter"), dict) else {}
+        base = section.pop("env", None)
+        if "env" in dcgm:
+            dcgm["env"] = _operand_env(
+                base if isinstance(base, list) else [], {e["name"]: e["value"] for e in dcgm["env"]}
+            )
+        elif isinstance(base, list):
+            dcgm["env"] = base
+        values["dcgmExporter"] = {"enabled": op.dcgm_exporter, **dcgm}
     return deep_merge(values, user)
 
 
@@ -622,4 +634,5 @@ def build(spec: m.Spec) -> Plan:
     quoted = quota_resources(spec)
     for tenant in spec.tenants:
         plan.objects.extend(tenant_objects(spec, tenant, quoted))
+    plan.objects.extend(monitoring.objects(spec, after=("gpu-operator-ns",)))
     return plan

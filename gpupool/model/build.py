@@ -114,6 +114,7 @@ class _Builder:
             self.oversubscription(),
             self.loaded.path,
             self.tenant_shards(),
+            monitoring=self.monitoring(),
         )
         return Built(
             spec,
@@ -150,6 +151,27 @@ class _Builder:
             return m.Oversubscription()
         return m.Oversubscription(
             float(raw.get("maxRatio", 1.0)), {k: float(v) for k, v in raw.get("perResource", {}).items()}
+        )
+
+    def monitoring(self) -> m.Monitoring:
+        raw = self.data.get("monitoring")
+        if not isinstance(raw, dict) or not self.usable(("monitoring",)):
+            return m.Monitoring()
+        a = raw.get("alerts", {})
+        d = m.Alerts()
+        alerts = m.Alerts(
+            float(a.get("idleBelow", d.idle_below)),
+            a.get("idleFor", d.idle_for),
+            float(a.get("quotaAlmostFull", d.quota_almost_full)),
+            a.get("pendingFor", d.pending_for),
+            a.get("migStuckFor", d.mig_stuck_for),
+        )
+        return m.Monitoring(
+            bool(raw.get("enabled", False)),
+            raw.get("namespace"),
+            dict(raw.get("ruleLabels", {})),
+            dict(raw.get("dashboardLabels", m.Monitoring().dashboard_labels)),
+            alerts,
         )
 
     def tenant_shards(self) -> int:

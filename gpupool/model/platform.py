@@ -180,7 +180,10 @@ class NodePool:
         GPU split among its instances by compute slices, so a GPU's instances add up to exactly 1), averaged
         over the pool's MIG groups by instance count when groups differ; a time-sliced or MPS replica
         1/replicas of what it shares."""
-        physical = self.physical_name(advertised)
+        return self.device_gpu_fraction(self.physical_name(advertised)) / self.sharing.replicas
+
+    def device_gpu_fraction(self, physical: str) -> Fraction:
+        """One device before sharing (a whole GPU or a MIG instance) in physical GPUs; see unit_gpu_fraction."""
         base = Fraction(1)
         if physical.startswith(MIG_PREFIX):
             from gpupool.gpu.mig import catalog, layout_weights
@@ -196,7 +199,7 @@ class NodePool:
                         count += n
             assert count, f"{physical} is a device of pool {self.name}"
             base = weight / count
-        return base / self.sharing.replicas
+        return base
 
     def stranded_gpus(self) -> Fraction:
         """GPUs' worth of compute slices per node that the MIG layouts leave in no instance (by SM share).
@@ -268,6 +271,28 @@ class Oversubscription:
 
 
 @dataclass(frozen=True)
+class Alerts:
+    """Thresholds of the generated alerts (gpupool.monitoring.rules)."""
+
+    idle_below: float = 0.05  # GPU engine activity (0-1) averaged over 1h
+    idle_for: str = "2h"
+    quota_almost_full: float = 0.9
+    pending_for: str = "30m"
+    mig_stuck_for: str = "30m"
+
+
+@dataclass(frozen=True)
+class Monitoring:
+    """The `monitoring:` block: off by default (it needs the Prometheus Operator's CRDs)."""
+
+    enabled: bool = False
+    namespace: str | None = None  # None: the GPU Operator's namespace
+    rule_labels: Mapping[str, str] = field(default_factory=dict)
+    dashboard_labels: Mapping[str, str] = field(default_factory=lambda: {"grafana_dashboard": "1"})
+    alerts: Alerts = field(default_factory=Alerts)
+
+
+@dataclass(frozen=True)
 class Spec:
     cluster: Cluster
     pools: tuple[NodePool, ...]
@@ -276,6 +301,7 @@ class Spec:
     oversubscription: Oversubscription = field(default_factory=Oversubscription)
     source_path: str = ""
     tenant_shards: int = 0  # sharding.tenantShards; 0 = one stack holds everything (gpupool.model.sharding)
+    monitoring: Monitoring = field(default_factory=Monitoring)
 
     @property
     def active_tenants(self) -> tuple[Tenant, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from fractions import Fraction
 
 from gpupool.present.numbers import eq, money, pct, ratio, units
 from gpupool.present.tables import md_table, text_table
@@ -85,14 +86,16 @@ def sections(plan) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...
         )
     )
     rows = []
-    nominal = {}
+    nominal: dict[tuple[str, str], Fraction] = {}
     for t in plan.tenants:
         for a in t.allocations:
             key = (t.name, a.resource)
-            nominal[key] = nominal.get(key, 0) + a.granted_gpu_equivalents
+            nominal[key] = nominal.get(key, Fraction(0)) + a.granted_gpu_equivalents
     for t in plan.tenants:
         for r, n in t.grants.items():
-            rows.append([t.name, r, str(n), eq(nominal.get((t.name, r), 0)), eq(t.resource_gpu_equivalents(r))])
+            rows.append(
+                [t.name, r, str(n), eq(nominal.get((t.name, r), Fraction(0))), eq(t.resource_gpu_equivalents(r))]
+            )
     out.append(
         (
             "Grants (GPU-EQ as written; CHARGED: scaled down to capacity where oversubscribed)",

@@ -24,6 +24,7 @@ RULE_MODULES: tuple[str, ...] = (
     "names",
     "admission",
     "bounds",
+    "monitoring",
 )
 
 for _name in RULE_MODULES:

@@ -41,6 +41,13 @@ CRDS = {
     "Application": ("github.com/argoproj/argo-cd/v3@v3.2.0", "manifests/crds/application-crd.yaml"),
 }
 CHART_KINDS = set(CRDS)
+# prod enables monitoring: its PrometheusRule is checked against the Prometheus Operator's own CRD.
+MONITORING_CRDS = {
+    "PrometheusRule": (
+        "github.com/prometheus-operator/prometheus-operator@v0.85.0",
+        "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml",
+    ),
+}
 
 
 def _require() -> bool:
@@ -70,7 +77,7 @@ def cluster(control_plane_bin, tmp_path_factory):
         pytest.fail(f"local control plane failed to start: {e}", pytrace=False)
     try:
         tmp = tmp_path_factory.mktemp("crds")
-        for _kind, (module, path) in CRDS.items():
+        for _kind, (module, path) in {**CRDS, **MONITORING_CRDS}.items():
             crd = _module_file(module, path, tmp)
             cp.kubectl("apply", "--server-side", "-f", str(crd))
             name = yaml.safe_load(crd.read_text())["metadata"]["name"]

@@ -1,0 +1,122 @@
+"""The series gpupool reads and the PromQL it builds from them: one place for every label name and join.
+
+Label formats, from the exporters' source:
+- dcgm-exporter (4.x, internal/pkg/rendermetrics/render_metrics.go): every GPU series has `gpu`, `UUID`,
+  `pci_bus_id`, `device`, `modelName`, MIG series also `GPU_I_PROFILE` and `GPU_I_ID`, and the host as
+  `hostname` (`Hostname` before dcgm-exporter #655, 2026-05). In Kubernetes the host is the NODE_NAME the
+  operator's DaemonSet sets (internal/pkg/hostname/hostname.go), i.e. the node name. Pod attribution adds
+  `pod`, `namespace`, `container` and, in virtual-GPU mode, `vgpu` (internal/pkg/transformation/const.go);
+  in that mode every pod sharing a device gets its own copy of the device's value (kubernetes.go
+  `Process`), and a device no pod holds keeps one series without pod labels.
+- kube-state-metrics (internal/store/pod.go, utils.go): `kube_pod_container_resource_requests{namespace,
+  pod, uid, container, node, resource, unit}` with the resource name sanitised (`[^a-zA-Z0-9_]` -> `_`),
+  `kube_pod_status_phase{namespace, pod, uid, phase}`, `kube_resourcequota{namespace, resourcequota,
+  resource, type}` with the quota key as written (`requests.nvidia.com/gpu`), and `kube_node_labels{node,
+  label_<sanitised key>}` for the keys in `--metric-labels-allowlist=nodes=[...]`.
+"""
+
+from __future__ import annotations
+
+import re
+
+GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # 0-1; reported per MIG instance (DCGM_FI_DEV_GPU_UTIL is not)
+XID_ERRORS = "DCGM_FI_DEV_XID_ERRORS"
+REQUESTS = "kube_pod_container_resource_requests"
+PHASE = "kube_pod_status_phase"
+NODE_LABELS = "kube_node_labels"
+QUOTA = "kube_resourcequota"
+ALLOCATABLE = "kube_node_status_allocatable"
+
+NODE_POOL_LABEL = "label_gpupool_dev_pool"  # kube_node_labels of the node label gpupool.dev/pool
+MIG_STATE_LABEL = "label_nvidia_com_mig_config_state"  # ... of nvidia.com/mig.config.state
+# What kube-state-metrics must be told to export (its --metric-labels-allowlist), see docs/monitoring.md.
+KSM_NODE_LABELS = ("gpupool.dev/pool", "nvidia.com/mig.config.state")
+GPU_RESOURCES = "nvidia_com_gpu|nvidia_com_gpu_shared|nvidia_com_mig_.+"
+
+# Recorded series (gpupool.monitoring.rules); names follow level:metric:operations.
+NODE_POOL = "gpupool:node_pool:info"
+TENANT_INFO = "gpupool:tenant:info"
+RESOURCE_WEIGHT = "gpupool:resource_gpu_weight"
+MIG_DEVICE_WEIGHT = "gpupool:mig_device_gpu_weight"
+POOL_GPUS = "gpupool:pool_gpus:count"
+TENANT_GRANTED = "gpupool:namespace_gpu_granted:gpu_equivalents"
+ACTIVE = "gpupool:dcgm_gr_engine_active:pool"
+DEVICE_BUSY = "gpupool:device_gpu_busy:gpu_equivalents"
+POD_ALLOC = "gpupool:pod_gpu_alloc:gpu_equivalents"
+NAMESPACE_ALLOC = "gpupool:namespace_gpu_alloc:gpu_equivalents"
+POD_USED = "gpupool:pod_gpu_used:gpu_equivalents"
+NAMESPACE_USED = "gpupool:namespace_gpu_used:gpu_equivalents"
+POOL_ALLOC = "gpupool:pool_gpu_alloc:gpu_equivalents"
+POOL_USED = "gpupool:pool_gpu_used:gpu_equivalents"
+
+DEVICE = ("node", "UUID", "GPU_I_ID")  # one physical device: a whole GPU or a MIG instance
+
+
+def ksm_resource(name: str) -> str:
+    """A Kubernetes resource name as kube-state-metrics writes it in `resource` (utils.go SanitizeLabelName)."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", name)
+
+
+def quoted(value: str) -> str:
+    """A PromQL string literal."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def dcgm(metric: str, matchers: str = "") -> str:
+    """A dcgm-exporter series with its host as `node`, from either spelling of the host label."""
+    sel = f"{metric}{{{matchers}}}" if matchers else metric
+    return f'label_replace(label_replace({sel}, "node", "$1", "Hostname", "(.+)"), "node", "$1", "hostname", "(.+)")'
+
+
+def share_of_device(active: str) -> str:
+    """Each series' value divided by the number of series of its device at that instant.
+
+    On a time-sliced or MPS GPU every sharing pod reports the device's value (the exporter copies it), so a
+    sum would count the device once per pod. Dividing by the pods on the device splits the measured activity
+    equally among them: what is attributed per pod is a share, not a per-pod measurement (docs/monitoring.md).
+    On an exclusive GPU or MIG instance the count is 1."""
+    by = ", ".join(DEVICE)
+    return f"({active}) / on({by}) group_left() count by ({by}) ({active})"
+
+
+def running_gpu_requests() -> str:
+    """GPU requests of running pods, per container, in kube-state-metrics' labels."""
+    return (
+        f'{REQUESTS}{{resource=~"{GPU_RESOURCES}"}} * on(namespace, pod) group_left() '
+        f'(max by (namespace, pod) ({PHASE}{{phase="Running"}}) == 1)'
+    )
+
+
+def node_pool_from_labels() -> str:
+    """node -> pool from the gpupool.dev/pool node label (kube-state-metrics with the label allowlisted)."""
+    return (
+        f'max by (node, pool) (label_replace({NODE_LABELS}{{{NODE_POOL_LABEL}!=""}}, "pool", "$1", '
+        f'"{NODE_POOL_LABEL}", "(.+)"))'
+    )
+
+
+def weighted_active(active: str) -> str:
+    """Device activity in GPU-equivalents: MIG series times their instance's weight, whole GPUs as they are."""
+    return (
+        f'({active}{{GPU_I_PROFILE!=""}} * on(pool, GPU_I_PROFILE) group_left() {MIG_DEVICE_WEIGHT}) '
+        f'or {active}{{GPU_I_PROFILE=""}}'
+    )
+
+
+# -- what `gpupool usage` asks over a time range (query_range); the rules record the same joins live ----------
+
+
+def usage_allocated() -> str:
+    """Running pods' GPU requests per tenant namespace, node and resource (weighted in Python per pool)."""
+    return f"sum by (namespace, node, resource) ({running_gpu_requests()})"
+
+
+def usage_used() -> str:
+    """Each namespace's share of its devices' activity per node and MIG profile (weighted per pool)."""
+    return f"sum by (namespace, node, GPU_I_PROFILE) ({share_of_device(dcgm(GR_ENGINE_ACTIVE))})"
+
+
+def usage_devices() -> str:
+    """Every device's activity once, per node and MIG profile: a pool's use, whoever holds the devices."""
+    by = ", ".join(DEVICE)
+    return f"sum by (node, GPU_I_PROFILE) (max by ({by}, GPU_I_PROFILE) ({dcgm(GR_ENGINE_ACTIVE)}))"

@@ -1,0 +1,104 @@
+"""GP16x: the monitoring block (docs/monitoring.md): what would make gpupool's figures wrong or empty."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpupool.monitoring.objects import RESOURCE_NAMES_ENV, VIRTUAL_GPUS_ENV
+from gpupool.rules.registry import Context, rule
+
+VALUES = ("cluster", "gpuOperator", "values")
+
+
+def _get(data: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _enabled(ctx: Context) -> bool:
+    return ctx.usable(("monitoring",)) and _get(ctx.data, "monitoring", "enabled") is True
+
+
+@rule("GP160", "monitoring is enabled but the DCGM exporter is not")
+def needs_exporter(ctx: Context) -> None:
+    """Used GPU-equivalents and the idle and XID alerts read the DCGM exporter's series.
+
+    Passes:
+        monitoring: {enabled: true}
+    Fails:
+        cluster:
+          name: dev
+          gpuOperator: {dcgmExporter: false}
+        monitoring: {enabled: true}
+    """
+    if _enabled(ctx) and _get(ctx.data, "cluster", "gpuOperator", "dcgmExporter") is False:
+        ctx.error(
+            ("cluster", "gpuOperator", "dcgmExporter"),
+            "must be true while monitoring.enabled is true (usage and the idle and XID alerts read the "
+            "DCGM exporter); or set monitoring.enabled: false",
+        )
+
+
+@rule("GP161", "operator values undo the DCGM exporter's attribution")
+def attribution_values(ctx: Context) -> None:
+    """With monitoring on, gpupool sets the exporter's ServiceMonitor `honorLabels: true` (else Prometheus
+    renames the exporter's `namespace` to `exported_namespace` and no GPU series belongs to a tenant), and the
+    variables that attribute shared GPUs (KUBERNETES_VIRTUAL_GPUS, NVIDIA_RESOURCE_NAMES). Values that
+    replace them would make every tenant's usage zero.
+
+    Passes:
+        monitoring: {enabled: true}
+    Fails:
+        cluster:
+          name: dev
+          gpuOperator: {values: {dcgmExporter: {serviceMonitor: {honorLabels: false}}}}
+        monitoring: {enabled: true}
+    """
+    if not _enabled(ctx) or not ctx.usable(VALUES):
+        return
+    sm = _get(ctx.data, *VALUES, "dcgmExporter", "serviceMonitor")
+    if isinstance(sm, dict):
+        for key in ("honorLabels", "enabled"):
+            if key in sm and sm[key] is not True:
+                ctx.error(
+                    VALUES + ("dcgmExporter", "serviceMonitor", key),
+                    f"dcgmExporter.serviceMonitor.{key} must be true while monitoring is enabled (gpupool sets "
+                    "it: honorLabels keeps the exporter's namespace and pod labels); remove it",
+                    key=True,
+                )
+    env = _get(ctx.data, *VALUES, "dcgmExporter", "env")
+    if isinstance(env, list):
+        for i, item in enumerate(env):
+            if isinstance(item, dict) and item.get("name") in (VIRTUAL_GPUS_ENV, RESOURCE_NAMES_ENV):
+                ctx.error(
+                    VALUES + ("dcgmExporter", "env", i, "name"),
+                    "is set by gpupool while monitoring is enabled (it attributes shared GPUs to pods); "
+                    "remove this entry",
+                )
+
+
+@rule("GP162", "a custom DCGM metrics list may lack the counters gpupool reads")
+def custom_counters(ctx: Context) -> None:
+    """gpupool's figures read DCGM_FI_PROF_GR_ENGINE_ACTIVE (the activity MIG instances report;
+    DCGM_FI_DEV_GPU_UTIL is not reported for them) and DCGM_FI_DEV_XID_ERRORS, both in the exporter's default
+    collectors file. A metrics ConfigMap named in the values replaces that file, and gpupool cannot read it:
+    a warning to keep both counters in it.
+
+    Passes:
+        monitoring: {enabled: true}
+    Fails:
+        cluster:
+          name: dev
+          gpuOperator: {values: {dcgmExporter: {config: {name: my-dcgm-metrics}}}}
+        monitoring: {enabled: true}
+    """
+    if _enabled(ctx) and ctx.usable(VALUES) and _get(ctx.data, *VALUES, "dcgmExporter", "config", "name"):
+        ctx.warn(
+            VALUES + ("dcgmExporter", "config"),
+            "replaces the exporter's default counters; keep DCGM_FI_PROF_GR_ENGINE_ACTIVE and "
+            "DCGM_FI_DEV_XID_ERRORS in it, or gpupool usage and the idle and XID alerts have no data",
+            key=True,
+        )

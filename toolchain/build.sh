@@ -53,6 +53,7 @@ component pulumi "$PULUMI_VERSION" build_pulumi
 component pulumi-language-python "$PULUMI_LANGUAGE_PYTHON_VERSION" build_language_python also=pulumi-language-python-exec
 component pulumi-resource-kubernetes "$PULUMI_K8S_PROVIDER_VERSION-${PULUMI_K8S_PROVIDER_MODULE_VERSION##*-}" build_provider
 component gofakes3 "$GOFAKES3_VERSION" build_gofakes3
+component prometheus "$PROMETHEUS_VERSION" build_prometheus also=promtool
 
 case "${1:-}" in
   --print-bin-dir) echo "$BIN_DIR"; exit 0 ;;
@@ -214,6 +215,20 @@ build_gofakes3() { # out
   new_wrapper "$w" gpupool.local/toolchain/gofakes3
   (cd "$w" && go get "github.com/johannesboyne/gofakes3/cmd/gofakes3@$v" \
     && go build -trimpath -ldflags "-s -w" -o "$1" github.com/johannesboyne/gofakes3/cmd/gofakes3)
+}
+
+# prometheus and promtool from one module in one `go build` (shared packages compile once). Only these two
+# commands; remove_all_sd leaves out every service-discovery plugin but file and http (plugins/*.go build
+# tags), which the tests do not use and which are most of the module's code (cloud SDKs).
+build_prometheus() { # out (promtool lands next to it)
+  local v="$PROMETHEUS_VERSION" w="$SRC_DIR/prometheus-$PROMETHEUS_VERSION" d
+  local m=github.com/prometheus/prometheus
+  new_wrapper "$w" gpupool.local/toolchain/prometheus
+  d="$(dirname "$1")/.prometheus-build"; rm -rf "$d"; mkdir -p "$d"
+  (cd "$w" && go get "$m/cmd/prometheus@$v" "$m/cmd/promtool@$v" \
+    && go build -tags remove_all_sd -trimpath -ldflags "-s -w -X github.com/prometheus/common/version.Version=${v#v}" \
+      -o "$d/" "$m/cmd/prometheus" "$m/cmd/promtool")
+  mv -f "$d/promtool" "$(dirname "$1")/promtool"; mv -f "$d/prometheus" "$1"; rm -rf "$d"
 }
 
 # ---------------------------------------------------------------- the build

@@ -13,7 +13,7 @@ import os
 import sys
 
 # Order is the order shown in --help.
-COMMAND_MODULES = ("validate", "plan", "diff", "render", "mig", "tenant", "shards", "schema", "completion")
+COMMAND_MODULES = ("validate", "plan", "usage", "diff", "render", "mig", "tenant", "shards", "schema", "completion")
 
 
 class _Version(argparse.Action):

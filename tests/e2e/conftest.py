@@ -89,6 +89,15 @@ def s3_toolchain_bin() -> Path:
     return _checked_bin_dir(PULUMI_BINARIES + LANGUAGE_HOST + BINARIES + (S3_SERVER,))
 
 
+PROMETHEUS = ("prometheus", "promtool")
+
+
+@pytest.fixture(scope="session")
+def prometheus_bin() -> Path:
+    """The toolchain bin dir, checked for prometheus and promtool (``toolchain/build.sh prometheus``)."""
+    return _checked_bin_dir(PROMETHEUS)
+
+
 @pytest.fixture(scope="session")
 def control_plane_bin() -> Path:
     """The toolchain bin dir, checked only for the control-plane binaries."""

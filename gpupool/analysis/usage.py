@@ -242,9 +242,9 @@ def compute(
         pool = w.pool_of(node)
         if pool is None:
             continue
-        held = tenants.get(ns)
-        if held is None:
-            continue  # the exporter's own namespace (a device no pod holds) or a namespace that is no tenant
+        if ns == spec.cluster.operator.namespace or not ns:
+            continue  # a device no pod holds: its series keeps the exporter's own namespace (honorLabels)
+        held = tenants.get(ns, other)
         hours = sum(v for _, v in in_window(s.samples)) * w.device(pool, profile) * hours_per_step
         held.used_hours += hours
         a, u = held.by_pool.get(pool, (0.0, 0.0))

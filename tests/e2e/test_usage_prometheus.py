@@ -366,6 +366,7 @@ def test_every_figure_matches_the_truth(world):
     assert got["beta"]["allocatedPeak"] > 2 * got["beta"]["allocatedAverage"]
     other = doc["otherNamespaces"]
     assert other["allocatedGpuHours"] == approx(want["tenants"]["ml-platform"]["alloc"])
+    assert other["usedGpuHours"] == approx(want["tenants"]["ml-platform"]["used"])
     for cc in doc["costCenters"]:
         members = [n for n, c in CC.items() if c == cc["name"]]
         assert cc["allocatedGpuHours"] == approx(sum(want["tenants"][n]["alloc"] for n in members))

@@ -32,7 +32,8 @@ demo: setup
 	$(GPUPOOL) render stacks/$(STACK)/spec.yaml --output-dir out/$(STACK)
 
 # pulumi CLI, pulumi-language-python, pulumi-resource-kubernetes, kube-apiserver, kube-controller-manager,
-# etcd, gofakes3 (the S3-compatible server of tests/e2e/test_s3_backend.py): built from Go modules into
+# etcd, gofakes3 (the S3-compatible server of tests/e2e/test_s3_backend.py), prometheus and promtool (the
+# monitoring tests): built from Go modules into
 # ~/.cache/gpupool-toolchain (pinned in toolchain/versions.env); a no-op when cached.
 toolchain:
 	bash toolchain/build.sh >/dev/null

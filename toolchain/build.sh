@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the gpupool toolchain (pulumi CLI, pulumi-language-python, pulumi-resource-kubernetes,
-# kube-apiserver, kube-controller-manager, etcd, and gofakes3, an S3-compatible server for the state-backend
-# tests) from Go modules into a cache OUTSIDE the repo.
+# kube-apiserver, kube-controller-manager, etcd, gofakes3, an S3-compatible server for the state-backend
+# tests, and prometheus with promtool for the monitoring tests) from Go modules into a cache OUTSIDE the repo.
 #
 #   toolchain/build.sh                  build what is missing; last stdout line = bin dir
 #   toolchain/build.sh --print-bin-dir  print the bin dir only (no build); exit 0

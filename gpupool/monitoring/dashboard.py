@@ -103,7 +103,15 @@ def dashboard() -> dict[str, Any]:
                 "datasource": dict(DATASOURCE),
                 "gridPos": {"h": 8, "w": 12, "x": (i % 2) * 12, "y": (i // 2) * 8},
                 "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-                "options": {"legend": {"displayMode": "table", "placement": "right", "showLegend": True}},
+                "options": {
+                    "legend": {
+                        "displayMode": "table",
+                        "placement": "right",
+                        "showLegend": True,
+                        "calcs": ["mean", "max"],
+                    },
+                    "tooltip": {"mode": "multi", "sort": "desc"},
+                },
                 "targets": [
                     {"refId": chr(ord("A") + j), "datasource": dict(DATASOURCE), "expr": expr, "legendFormat": legend}
                     for j, (expr, legend) in enumerate(targets)
@@ -127,7 +135,6 @@ def dashboard() -> dict[str, Any]:
                     "label": "Prometheus",
                     "type": "datasource",
                     "query": "prometheus",
-                    "current": {},
                     "hide": 0,
                 }
             ]

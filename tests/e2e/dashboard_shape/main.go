@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/cog/plugins"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 )
@@ -19,13 +20,22 @@ func main() {
 		os.Exit(2)
 	}
 	var d dashboard.Dashboard
-	if err := d.UnmarshalJSONStrict(raw); err != nil {
+	if err := d.UnmarshalJSONStrict(raw); failed(err) {
 		fmt.Fprintln(os.Stderr, "strict decode:", err)
 		os.Exit(1)
 	}
-	if err := d.Validate(); err != nil {
+	if err := d.Validate(); failed(err) {
 		fmt.Fprintln(os.Stderr, "validate:", err)
 		os.Exit(1)
 	}
 	fmt.Printf("ok: %d panels\n", len(d.Panels))
+}
+
+// failed: the SDK returns its error list as a cog.BuildErrors, nil or empty when nothing is wrong (a typed
+// nil inside the error interface, so err != nil is not the test).
+func failed(err error) bool {
+	if errs, ok := err.(cog.BuildErrors); ok {
+		return len(errs) > 0
+	}
+	return err != nil
 }

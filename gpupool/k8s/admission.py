@@ -52,6 +52,13 @@ _POD_SPEC = (
 _SIDECAR = "(has({c}.restartPolicy) && {c}.restartPolicy == 'Always')"
 
 
+# MatchResources is an atomic struct (k8s.io/api admissionregistration/v1 types.go, `+structType=atomic`):
+# its field manager owns it as one value, and the API server stores it with these defaults filled in. Sent
+# without them, the stored value differs from what a second manager applies (a rerun adopting what a
+# killed run created), and that apply conflicts; sent with them, any manager can adopt it.
+MATCH_DEFAULTS: dict[str, Any] = {"matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {}}
+
+
 def policy_name(tenant: m.Tenant) -> str:
     return POLICY_PREFIX + tenant.name
 
@@ -110,7 +117,13 @@ def policy(tenant: m.Tenant, limits: dict[str, int], labels: dict[str, str]) -> 
             }
         )
     rules = [
-        {"apiGroups": [group], "apiVersions": ["v1"], "resources": list(resources), "operations": list(ops)}
+        {
+            "apiGroups": [group],
+            "apiVersions": ["v1"],
+            "resources": list(resources),
+            "operations": list(ops),
+            "scope": "*",
+        }
         for group, resources, ops in WORKLOAD_KINDS
     ]
     return {
@@ -119,7 +132,7 @@ def policy(tenant: m.Tenant, limits: dict[str, int], labels: dict[str, str]) -> 
         "metadata": {"name": policy_name(tenant), "labels": dict(labels)},
         "spec": {
             "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": rules},
+            "matchConstraints": {**MATCH_DEFAULTS, "resourceRules": rules},
             # A workload being deleted may still need updates (finalizers): never refuse those.
             "matchConditions": [{"name": "not-being-deleted", "expression": "!has(object.metadata.deletionTimestamp)"}],
             "variables": variables,
@@ -136,6 +149,9 @@ def binding(tenant: m.Tenant, labels: dict[str, str]) -> dict[str, Any]:
         "spec": {
             "policyName": policy_name(tenant),
             "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: tenant.namespace}}},
+            "matchResources": {
+                **MATCH_DEFAULTS,
+                "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: tenant.namespace}},
+            },
         },
     }

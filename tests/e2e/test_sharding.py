@@ -13,12 +13,10 @@ two states, and what the cluster has labelled managed-by=gpupool is exactly the 
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
-import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -30,6 +28,8 @@ from gpupool.rules.engine import load_valid_spec
 from .cli import CliProject, cluster_objects, state_objects
 from .cluster import ControlPlane
 from .conftest import _started_control_plane
+from .faults import fault_at, kill_group
+from .gate import Gate, Held, Match
 
 pytestmark = pytest.mark.e2e
 
@@ -294,12 +294,6 @@ def pulumi_up_pid(p: subprocess.Popen, stack: str) -> int | None:
     return None
 
 
-def kill_group(p: subprocess.Popen) -> None:
-    """SIGKILL the script's whole process group (a cancelled CI job): script, pulumi, host, provider."""
-    os.killpg(p.pid, signal.SIGKILL)
-    p.wait(timeout=60)
-
-
 def rolebinding_uids(cluster: ControlPlane, tenant: str) -> set[str]:
     """The uids of TENANT's owners' RoleBindings (one API call: polled while a run goes)."""
     status, obj = cluster.api("GET", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{tenant}/rolebindings")
@@ -309,19 +303,6 @@ def rolebinding_uids(cluster: ControlPlane, tenant: str) -> set[str]:
 
 def rolebinding_exists(cluster: ControlPlane, tenant: str) -> bool:
     return bool(rolebinding_uids(cluster, tenant))
-
-
-def wait_then_kill(p: subprocess.Popen, cluster: ControlPlane, stack: str, condition, what: str) -> None:
-    """Once `pulumi up` of STACK runs and CONDITION holds, SIGKILL the group; fails if the run ends first."""
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        if p.poll() is not None:
-            pytest.fail(f"the run ended ({p.returncode}) before {what}:\n{CliProject.output(p)[-6000:]}")
-        if pulumi_up_pid(p, stack) and condition():
-            kill_group(p)
-            return
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 # ---------------------------------------------------------------- the sharded platform
@@ -435,43 +416,83 @@ def assert_no_tenant_in_two_states(project: CliProject) -> None:
     assert not [t for t, n in seen.items() if n > 1], f"tenants in two states: {seen}"
 
 
+def owners_binding(namespaces, op: str) -> Match:
+    """OP of a tenant owners' RoleBinding in one of NAMESPACES (the request a fault waits for)."""
+    names = set(namespaces)
+    return lambda h: (
+        h.resource == "rolebindings" and h.op == op and h.namespace in names and h.name.startswith("tenant-owners-")
+    )
+
+
+def binding_gone(cluster: ControlPlane) -> Callable[[Held], bool]:
+    return lambda h: (
+        cluster.api("GET", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{h.namespace}/rolebindings/{h.name}")[0]
+        == 404
+    )
+
+
+def binding_there(cluster: ControlPlane) -> Callable[[Held], bool]:
+    return lambda h: (
+        cluster.api("GET", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{h.namespace}/rolebindings/{h.name}")[0]
+        == 200
+    )
+
+
 @pytest.mark.fault
 def test_sigkill_in_the_release_pass_then_in_the_apply_pass_of_a_move_then_rerun_converges(project, cluster):
     """3 -> 1 shards: dev.tenants-1 and dev.tenants-2 release their tenants, then dev.tenants-0 adopts them.
-    The first run is killed while dev.tenants-1 deletes (its first RoleBinding gone), the rerun while
-    dev.tenants-0 creates (its first arrived RoleBinding there); the third run must converge."""
+    The first run is killed while dev.tenants-1 deletes (at its first RoleBinding deletion, which lands),
+    the rerun while dev.tenants-0 creates (at its first RoleBinding creation, which lands); the third run
+    must converge. Each kill is triggered by that API request (tests/e2e/gate.py), in `pulumi up` of that
+    stack, and nothing the killed run sent after it lands."""
     old = {t: s["stack"] for s in layout(project)["stacks"] for t in s["tenants"]}
     set_shards(project, 1)
     leaving = sorted(t for t, s in old.items() if s != "dev.tenants-0")
     victims = [t for t in leaving if old[t] == "dev.tenants-1"]
     assert victims and len(leaving) > len(victims), old
 
-    up = project.start("up")
-    wait_then_kill(
-        up,
-        cluster,
-        "dev.tenants-1",
-        lambda: not all(rolebinding_exists(cluster, t) for t in victims),
-        "the release pass of dev.tenants-1 to delete a RoleBinding",
-    )
-    out = CliProject.output(up)
-    assert "up dev.tenants-1 (release pass" in out, out[-4000:]
-    assert "[pulumi-stack] up dev.tenants-2" not in out, "the kill came after dev.tenants-1's release"
-    assert project.lock_files(), "the killed run left no lock: the kill did not hit an update"
-    assert_no_tenant_in_two_states(project)
+    def victims_bindings() -> int:
+        return sum(len(rolebinding_uids(cluster, t)) for t in victims)
 
-    released = {t: rolebinding_uids(cluster, t) for t in leaving}  # still the old stacks' where not released
+    with Gate(cluster, ["rolebindings"]) as gate:
+        before = victims_bindings()
+        up = project.start("up")
+        fault_at(
+            gate,
+            up,
+            owners_binding(victims, "DELETE"),
+            what="the release pass of dev.tenants-1 to delete a RoleBinding",
+            point=lambda: pulumi_up_pid(up, "dev.tenants-1") is not None,
+            land=binding_gone(cluster),
+            action=kill_group,
+        )
+        out = CliProject.output(up)
+        assert "up dev.tenants-1 (release pass" in out, out[-4000:]
+        assert "[pulumi-stack] up dev.tenants-2" not in out, "the kill came after dev.tenants-1's release"
+        assert project.lock_files(), "the killed run left no lock: the kill did not hit an update"
+        assert victims_bindings() == before - 1, "not killed at the release pass's first RoleBinding deletion"
+        assert_no_tenant_in_two_states(project)
 
-    def adopted() -> list[str]:  # leaving tenants with a RoleBinding dev.tenants-0 created
-        return [t for t in leaving if rolebinding_uids(cluster, t) - released[t]]
+        released = {t: rolebinding_uids(cluster, t) for t in leaving}  # still the old stacks' where not released
 
-    up = project.start("up")
-    wait_then_kill(up, cluster, "dev.tenants-0", adopted, "the apply pass of dev.tenants-0 to create a RoleBinding")
+        def adopted() -> list[str]:  # leaving tenants with a RoleBinding dev.tenants-0 created
+            return [t for t in leaving if rolebinding_uids(cluster, t) - released[t]]
+
+        up = project.start("up")
+        fault_at(
+            gate,
+            up,
+            owners_binding(leaving, "CREATE"),
+            what="the apply pass of dev.tenants-0 to create a RoleBinding",
+            point=lambda: pulumi_up_pid(up, "dev.tenants-0") is not None,
+            land=binding_there(cluster),
+            action=kill_group,
+        )
     out = CliProject.output(up)
     assert "cancelling the dead run's lock" in out, out[-4000:]
     assert "[pulumi-stack] up dev.tenants-0\n" in out, out[-4000:]
     assert project.lock_files(), "the killed run left no lock: the kill did not hit an update"
-    assert len(adopted()) < len(leaving), "the kill came after the apply pass had created every RoleBinding"
+    assert len(adopted()) == 1, "not killed at the apply pass's first RoleBinding"
     assert_no_tenant_in_two_states(project)
 
     rerun = project.run("up")

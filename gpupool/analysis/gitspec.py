@@ -5,8 +5,13 @@ root, so the spec validates there exactly as it did at that commit. Only `git` p
 (`rev-parse`, `ls-tree`, `cat-file --batch`); the working tree and index are never touched. Not `git archive`:
 it skips `export-ignore` paths, so a tenant file marked that way would read as onboarded.
 
-Every tracked file under the stack's directory and the paths the spec names is written byte for byte (a bad
-encoding is then reported by the loader, located, like in a working tree). Symlinks are recreated as
+Only the blobs the spec can name are read: the spec, the YAML files under its tenantFiles entries (after the
+loader's own containment check: an absolute entry or one with `..` names nothing, GP805), the chart path and
+the targets of symlinks among them; they are written byte for byte (a bad encoding is then reported by the
+loader, located, like in a working tree). Every other tracked file under the stack's directory and those
+paths is written empty (the loader only lists such names, GP911). A blob beyond the input caps
+(gpupool.spec.loader.LIMITS, read from `git ls-tree -l` before any content) is written as a sparse file of
+its size and never read, so the loader refuses it as it would in the working tree. Symlinks are recreated as
 symlinks, never resolved here: one whose target stays inside the repository keeps its relative target (and
 that target is materialised too); one that leaves the repository points at the same absolute path it
 would from the real checkout. The loader then treats them exactly as it treats the working tree's.
@@ -63,47 +68,59 @@ def _static_prefix(rel_entry: str) -> str:
     return "/".join(parts) or "."
 
 
-def _referenced_paths(text: str, spec_rel: str) -> list[str]:
-    """Repository-relative paths the spec names (tenantFiles entries, gpuOperator.chartPath)."""
+def _load(text: str) -> dict:
     try:
         data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # the C parser: big specs
-    except yaml.YAMLError:
-        return []
-    if not isinstance(data, dict):
-        return []
+    except (yaml.YAMLError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _tenant_paths(text: str, spec_rel: str) -> list[str]:
+    """Repository-relative static prefixes of the spec's tenantFiles entries the loader would read."""
+    from gpupool.spec.loader import escapes
+
+    data = _load(text)
+    given = data.get("tenantFiles")
+    entries: list = given if isinstance(given, list) else []
     base = posixpath.dirname(spec_rel)
-    entries = (
-        [e for e in (data.get("tenantFiles") or []) if isinstance(e, str) and e]
-        if isinstance(data.get("tenantFiles"), list)
-        else []
-    )
-    op = (data.get("cluster") or {}).get("gpuOperator") if isinstance(data.get("cluster"), dict) else None
-    if isinstance(op, dict) and isinstance(op.get("chartPath"), str) and op["chartPath"]:
-        entries.append(op["chartPath"])
-    out = []
+    out = set()
     for entry in entries:
-        if entry.startswith("/"):
-            continue  # absolute paths are outside the repository: nothing to export
+        if not isinstance(entry, str) or not entry or "\0" in entry or escapes(entry):
+            continue  # the loader refuses to read there (GP805): nothing to export
         path = posixpath.normpath(posixpath.join(base, _static_prefix(entry)))
-        if path == ".." or path.startswith("../"):
-            continue
-        out.append(path)
-    return sorted(set(out))
+        if path != ".." and not path.startswith("../"):
+            out.add(path)
+    return sorted(out)
 
 
-def _ls_tree(commit: str, root: Path) -> list[tuple[str, str, str]]:
-    """(mode, object id, repository-relative path) of every entry of the commit's tree, recursively."""
-    r = _git(["ls-tree", "-r", "-z", "--full-tree", commit], root, binary=True)
+def _chart_paths(text: str, spec_rel: str) -> list[str]:
+    """The repository-relative chart path the spec names (its files are read whole), if any."""
+    cluster = _load(text).get("cluster")
+    op = cluster.get("gpuOperator") if isinstance(cluster, dict) else None
+    chart = op.get("chartPath") if isinstance(op, dict) else None
+    if not isinstance(chart, str) or not chart or chart.startswith("/") or "\0" in chart:
+        return []
+    path = posixpath.normpath(posixpath.join(posixpath.dirname(spec_rel), _static_prefix(chart)))
+    return [] if path == ".." or path.startswith("../") else [path]
+
+
+def _ls_tree(commit: str, root: Path) -> tuple[list[tuple[str, str, str]], dict[str, int]]:
+    """(mode, object id, repository-relative path) of every entry of the commit's tree, recursively, and the
+    size of each blob (by object id)."""
+    r = _git(["ls-tree", "-r", "-l", "-z", "--full-tree", commit], root, binary=True)
     if r.returncode != 0:
         raise GitSpecError(f"git ls-tree {commit} failed: {r.stderr.decode(errors='replace').strip()}")
-    out = []
+    out, sizes = [], {}
     for record in r.stdout.split(b"\0"):
         if not record:
             continue
         meta, _, path = record.partition(b"\t")
-        mode, _kind, oid = meta.decode().split(" ")
+        mode, _kind, oid, size = meta.decode().split()
         out.append((mode, oid, os.fsdecode(path)))
-    return out
+        if size.isdigit():
+            sizes[oid] = int(size)
+    return out, sizes
 
 
 def _cat_blobs(oids: list[str], root: Path) -> dict[str, bytes]:
@@ -160,7 +177,8 @@ def materialize(ref: str, spec_path: Path | str, dest: Path) -> tuple[Path | Non
         rel = spec_path.relative_to(root).as_posix()
     except ValueError:
         raise GitSpecError(f"{spec_path} is outside the repository at {root}") from None
-    entries = {path: (mode, oid) for mode, oid, path in _ls_tree(commit, root)}
+    tree, sizes = _ls_tree(commit, root)
+    entries = {path: (mode, oid) for mode, oid, path in tree}
     if rel not in entries or entries[rel][0] == "160000":
         return None, commit
     # A spec that was a symlink at the ref: read the file it points at (inside the repository) for the
@@ -176,7 +194,9 @@ def materialize(ref: str, spec_path: Path | str, dest: Path) -> tuple[Path | Non
         spec_text = spec_blob.decode("utf-8")
     except UnicodeDecodeError:
         spec_text = ""  # the loader reports the encoding, located; nothing else can be read from it
-    wanted = {posixpath.dirname(rel) or ".", *_referenced_paths(spec_text, rel)}
+    tenant_prefixes, charts = set(_tenant_paths(spec_text, rel)), set(_chart_paths(spec_text, rel))
+    wanted = {posixpath.dirname(rel) or ".", *tenant_prefixes, *charts}
+    targets: set[str] = set()
     if text_path != rel and text_path in entries:
         wanted.add(text_path)
     chosen: dict[str, tuple[str, str]] = {}
@@ -194,12 +214,46 @@ def materialize(ref: str, spec_path: Path | str, dest: Path) -> tuple[Path | Non
                 links[p] = written
                 if inside is not None:
                     wanted.add(inside)
-    blobs = _cat_blobs([oid for mode, oid in chosen.values() if mode != "120000"], root)
+                    targets.add(inside)
+    # What the loader reads: the spec, YAML under the tenant entries, what links among them point at, the chart.
+    readable = {rel, text_path, *targets, *(p for p in chosen if _is_yaml(p) and _under(p, tenant_prefixes))}
+    read, oversized = _within_limits(
+        [
+            (p, oid)
+            for p, (mode, oid) in sorted(chosen.items())
+            if mode != "120000" and (p in readable or _under(p, charts) or (_is_yaml(p) and _under(p, targets)))
+        ],
+        sizes,
+    )
+    blobs = _cat_blobs(sorted({oid for _, oid in read}), root)
     for p, (mode, oid) in sorted(chosen.items()):
         out = dest / p
         out.parent.mkdir(parents=True, exist_ok=True)
         if mode == "120000":
             os.symlink(links[p], out)
-        else:
+        elif oid in blobs:
             out.write_bytes(blobs[oid])
+        else:
+            with open(out, "wb") as f:  # never read: empty (a name the loader lists) or sparse (too large)
+                f.truncate(sizes.get(oid, 0) if p in oversized else 0)
     return dest / rel, commit
+
+
+def _is_yaml(path: str) -> bool:
+    return posixpath.splitext(path)[1].lower() in (".yaml", ".yml")
+
+
+def _within_limits(blobs: list[tuple[str, str]], sizes: dict[str, int]) -> tuple[list[tuple[str, str]], set[str]]:
+    """(the blobs to read, the paths too large to read) under the loader's caps, in path order."""
+    from gpupool.spec.loader import LIMITS
+
+    left = LIMITS.run_bytes
+    read, oversized = [], set()
+    for path, oid in blobs:
+        size = sizes.get(oid, 0)
+        if size > LIMITS.file_bytes or size > left:
+            oversized.add(path)
+            continue
+        left -= size
+        read.append((path, oid))
+    return read, oversized

@@ -37,13 +37,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Declarative multi-tenant GPU sharing on Kubernetes, checked before rollout.",
     )
     parser.add_argument("--version", action=_Version, help="print gpupool's version and exit")
-    parser.add_argument(
-        "--color",
-        choices=("auto", "always", "never"),
-        default="auto",
-        help="colour the severity of diagnostics: auto (default) = on a terminal, unless NO_COLOR "
-        "is set; always; never",
-    )
+    _add_global_options(parser, defaults=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in (only,) if only in COMMAND_MODULES else COMMAND_MODULES:
@@ -54,7 +48,60 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                 raise
             continue
         module.register(sub)
+    for command in _subcommands(parser):
+        _add_global_options(command, defaults=False)
     return parser
+
+
+def _size(text: str) -> int:
+    """A byte count: 64Mi, 500M, 2Gi or plain bytes."""
+    units = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+    number = text.rstrip("kMGi")
+    unit = text[len(number) :]
+    if not number.isdigit() or not number.isascii() or unit not in units or len(number) > 15:
+        raise argparse.ArgumentTypeError("give a size in bytes, such as 64Mi, 500M or 2Gi")
+    return int(number) * units[unit]
+
+
+def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """The options every command takes, before or after the command name (`gpupool validate --color never`).
+    On the commands their default is SUPPRESS, so that one given before the command is kept."""
+    from gpupool.spec import loader
+
+    def default(value):
+        return value if defaults else argparse.SUPPRESS
+
+    group = parser.add_argument_group("global options") if not defaults else parser
+    group.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default=default("auto"),
+        help="colour the severity of diagnostics: auto (default) = on a terminal, unless NO_COLOR "
+        "is set; always; never",
+    )
+    group.add_argument(
+        "--max-file-size",
+        type=_size,
+        default=default(loader.MAX_FILE_BYTES),
+        metavar="SIZE",
+        help=f"read no spec or tenant file larger than this (default {loader.MAX_FILE_BYTES >> 20}Mi)",
+    )
+    group.add_argument(
+        "--max-input-size",
+        type=_size,
+        default=default(loader.MAX_RUN_BYTES),
+        metavar="SIZE",
+        help=f"read no more than this in all the files of one spec (default {loader.MAX_RUN_BYTES >> 20}Mi)",
+    )
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    out = []
+    for action in parser._actions:  # argparse has no public way to list subparsers
+        if isinstance(action, argparse._SubParsersAction):
+            for command in dict.fromkeys(action.choices.values()):  # aliases map to the same parser
+                out += [command, *_subcommands(command)]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     console.setup(args.color)
     console.colour_stderr()
+    from gpupool.spec import loader
+
+    loader.LIMITS = loader.Limits(args.max_file_size, args.max_input_size)
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:

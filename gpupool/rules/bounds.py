@@ -10,7 +10,7 @@ from fractions import Fraction
 
 from gpupool.rules.registry import Context, declare, rule
 from gpupool.spec.bounds import BOUNDS, KUBERNETES_QUANTITY
-from gpupool.spec.loader import R_INEXACT
+from gpupool.spec.loader import MAX_FILE_BYTES, MAX_RUN_BYTES, R_INEXACT, R_TOO_BIG
 from gpupool.spec.quantity import BINARY_SUFFIXES, parse_quantity
 
 INEXACT = declare(
@@ -30,6 +30,25 @@ Fails:
     tenants:
       - name: team-a
         gpus: {nvidia.com/gpu: 9007199254740993}
+""",
+)
+
+
+TOO_BIG = declare(
+    R_TOO_BIG,
+    "a file is not read: too large, or not a regular file",
+    f"""
+Every input is bounded, so that no pull request can make validation run out of memory or time: a spec or
+tenant file larger than {MAX_FILE_BYTES >> 20} MiB (`--max-file-size`), or the files of one spec together
+beyond {MAX_RUN_BYTES >> 20} MiB (`--max-input-size`), is not read; nor is a FIFO, a device or a socket
+(`validate - < /dev/zero`, a tenant file that is a symlink to /dev/zero), on the working tree and at the
+`diff --base` commit alike. A spec of 1,000 tenants is about 1 MB.
+
+Passes:
+    tenants:
+      - name: team-a
+Fails:
+    # a tenant file that is a symlink to /dev/zero
 """,
 )
 

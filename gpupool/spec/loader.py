@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,12 +66,48 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 # Helm values are passed to the chart as written; everywhere else a whole-number float (8.0) means the integer.
 _VERBATIM = ("cluster", "gpuOperator", "values")
 _SAFE_TAG = re.compile(r"^[!A-Za-z0-9:/._,%-]{1,64}$")
-# Aliases can make a small file expand into a huge tree ("billion laughs"); no real spec comes near this.
+# Aliases can make a small file expand into a huge tree ("billion laughs"); no real spec comes near this. The
+# budget is shared by every file of a run: 80 small alias bombs in one pull request cost what one does.
 MAX_VALUES = 2_000_000
+# Input caps (a spec of 1,000 tenants is about 1 MB; loading costs ~70 bytes of memory per input byte, so the
+# defaults keep a run far below a CI runner's memory). Raised with --max-file-size / --max-input-size.
+MAX_FILE_BYTES = 8 << 20
+MAX_RUN_BYTES = 64 << 20
+R_TOO_BIG = "GP022"  # a file, or a run's files together, above the input caps
+
+
+@dataclass
+class Limits:
+    """What one run (one load_spec) may read: bytes per file, bytes in all, values in all."""
+
+    file_bytes: int = MAX_FILE_BYTES
+    run_bytes: int = MAX_RUN_BYTES
+    values: int = MAX_VALUES
+
+
+LIMITS = Limits()  # the process's limits; the CLI sets them from its flags
+
+
+@dataclass
+class _Budget:
+    """What is left of a run's limits."""
+
+    limits: Limits
+    bytes_left: int = 0
+    values_left: int = 0
+
+    @classmethod
+    def start(cls, limits: Limits | None = None) -> _Budget:
+        limits = limits or LIMITS
+        return cls(limits, limits.run_bytes, limits.values)
 
 
 class _TooLarge(Exception):
     pass
+
+
+class _Refused(Exception):
+    """A file that is not read at all (a device, too large): the message says why."""
 
 
 # Where a value starts: (file label, the parser's mark). A Location is made only when one is asked for:
@@ -139,12 +176,12 @@ def _loc(file: str, mark) -> Location:
 class _Builder:
     """Turns a composed node tree into plain data, recording locations as it goes."""
 
-    def __init__(self, file: str, source: SourceMap, report: Report):
+    def __init__(self, file: str, source: SourceMap, report: Report, budget: _Budget | None = None):
         self.file = file
         self.source = source
         self.report = report
         self.constructor = yaml.SafeLoader("")  # only its scalar constructors are used
-        self.count = 0
+        self.budget = budget or _Budget.start()
         self.open: set[int] = set()  # collection nodes being built: an alias to one of them is a cycle
 
     def _render(self, path: Path_, refused: tuple = ()) -> str:
@@ -153,8 +190,8 @@ class _Builder:
         return render_path(path, None, refused, self.source.positions)
 
     def build(self, node, path: Path_) -> Any:
-        self.count += 1
-        if self.count > MAX_VALUES:
+        self.budget.values_left -= 1
+        if self.budget.values_left < 0:
             raise _TooLarge
         self.source.values[path] = (self.file, node.start_mark)
         if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
@@ -362,8 +399,71 @@ def _empty_document(node) -> bool:
     )
 
 
+def _read_regular(path: Path, budget: _Budget) -> bytes:
+    """The bytes of PATH, read only when it is a regular file within the limits (never a FIFO or a device:
+    /dev/zero would be read until memory runs out). O_NONBLOCK: opening a FIFO must not hang."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise _Refused("is not a regular file (a FIFO, a device or a socket); give a YAML file")
+        return _read_capped(fd, st.st_size, budget)
+    finally:
+        os.close(fd)
+
+
+def _read_capped(fd: int, size: int, budget: _Budget) -> bytes:
+    limit = min(budget.limits.file_bytes, budget.bytes_left)
+    if size > limit:
+        raise _Refused(_too_big(budget))
+    chunks: list[bytes] = []
+    total = 0
+    while chunk := os.read(fd, min(1 << 20, limit + 1 - total)):  # a file may grow while it is read
+        total += len(chunk)
+        if total > limit:
+            raise _Refused(_too_big(budget))
+        chunks.append(chunk)
+    budget.bytes_left -= total
+    return b"".join(chunks)
+
+
+def _too_big(budget: _Budget) -> str:
+    file_cap, run_cap = budget.limits.file_bytes, budget.limits.run_bytes
+    if budget.bytes_left < file_cap:
+        return (
+            f"not read: the files of this run would exceed {run_cap:,} bytes in all (raise the cap with "
+            "--max-input-size if the spec really is this large)"
+        )
+    return f"not read: larger than {file_cap:,} bytes (raise the cap with --max-file-size if it really is this large)"
+
+
+def read_stdin(stream, budget: _Budget | None = None) -> bytes:
+    """Standard input, within the limits; a device (< /dev/zero) is refused, a pipe or a file is read."""
+    budget = budget or _Budget.start()
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # a stream without a descriptor (tests): bounded reading
+        data = stream.read(min(budget.limits.file_bytes, budget.bytes_left) + 1)
+        if len(data) > min(budget.limits.file_bytes, budget.bytes_left):
+            raise _Refused(_too_big(budget)) from None
+        budget.bytes_left -= len(data)
+        return data
+    st = os.fstat(fd)
+    if (stat.S_ISCHR(st.st_mode) and not os.isatty(fd)) or stat.S_ISBLK(st.st_mode):
+        raise _Refused("standard input is a device, not a spec; pipe or redirect a YAML file into it")
+    return _read_capped(fd, st.st_size if stat.S_ISREG(st.st_mode) else 0, budget)
+
+
 def load_yaml_file(
-    path: Path, file_label: str, source: SourceMap, report: Report, base_path: Path_ = (), raw: bytes | None = None
+    path: Path,
+    file_label: str,
+    source: SourceMap,
+    report: Report,
+    base_path: Path_ = (),
+    raw: bytes | None = None,
+    budget: _Budget | None = None,
 ) -> tuple[bool, Any]:
     """Parse one YAML file (or RAW, its bytes already read). Returns (ok, data); problems go to report.
 
@@ -372,9 +472,13 @@ def load_yaml_file(
     Messages never repeat the file's content: tenant files are untrusted input and errors end up in CI logs.
     """
     start = Location(file_label, 1, 1)
+    budget = budget or _Budget.start()
     try:
-        data = path.read_bytes() if raw is None else raw
+        data = _read_regular(path, budget) if raw is None else raw
         text = data.decode("utf-8")
+    except _Refused as exc:
+        report.add(ERROR, start, "", str(exc), rule=R_TOO_BIG)
+        return False, None
     except FileNotFoundError:
         report.add(ERROR, start, "", "file not found", rule=R_UNREADABLE)
         return False, None
@@ -451,7 +555,7 @@ def load_yaml_file(
             rule=R_NO_MAPPING,
         )
         return False, None
-    builder = _Builder(file_label, source, report)
+    builder = _Builder(file_label, source, report, budget)
     try:
         return True, builder.build(node, base_path)
     except _TooLarge:
@@ -459,8 +563,8 @@ def load_yaml_file(
             ERROR,
             start,
             "",
-            f"aliases expand this file to more than {MAX_VALUES:,} values; "
-            "write the values out instead of nesting aliases",
+            f"the files of this run hold more than {budget.limits.values:,} values in all, counting what "
+            "aliases expand to; write the values out instead of nesting aliases (no real spec comes near this)",
             rule=R_ALIAS,
         )
     except RecursionError:
@@ -485,19 +589,24 @@ def load_spec(spec_path: str | Path, *, cwd: Path | None = None, stdin=None) -> 
     paths (tenantFiles, chartPath) then resolve against the current directory, as there is no spec file."""
     cwd = cwd or Path.cwd()
     raw = None
+    source = SourceMap()
+    report = Report()
+    budget = _Budget.start()
     if str(spec_path) == STDIN:
-        raw = (stdin if stdin is not None else sys.stdin.buffer).read()
         spec_path, label = cwd / STDIN_LABEL, STDIN_LABEL  # its parent, the spec directory, is cwd
+        try:
+            raw = read_stdin(stdin if stdin is not None else sys.stdin.buffer, budget)
+        except _Refused as exc:
+            report.add(ERROR, Location(label, 1, 1), "", str(exc), rule=R_TOO_BIG)
+            return LoadedSpec(label, None, source, report, spec_path)
     else:
         spec_path = Path(spec_path)
         label = _display_name(spec_path, cwd) if spec_path.is_absolute() else str(spec_path)
-    source = SourceMap()
-    report = Report()
-    ok, data = load_yaml_file(spec_path, label, source, report, raw=raw)
+    ok, data = load_yaml_file(spec_path, label, source, report, raw=raw, budget=budget)
     if not ok:
         return LoadedSpec(label, None, source, report, spec_path)
     if isinstance(data, dict) and TENANT_INCLUDE_KEY in data:
-        _include_tenants(data, spec_path, cwd, source, report)
+        _include_tenants(data, spec_path, cwd, source, report, budget)
     return LoadedSpec(label, data, source, report, spec_path)
 
 
@@ -572,7 +681,9 @@ def _directory_files(directory: Path) -> tuple[list[Found], list[Path]]:
     return sorted(files), sorted(skipped)
 
 
-def _include_tenants(data: dict, spec_path: Path, cwd: Path, source: SourceMap, report: Report) -> None:
+def _include_tenants(
+    data: dict, spec_path: Path, cwd: Path, source: SourceMap, report: Report, budget: _Budget
+) -> None:
     entries = data.get(TENANT_INCLUDE_KEY)
     if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
         return  # the schema reports the wrong type
@@ -625,6 +736,14 @@ def _include_tenants(data: dict, spec_path: Path, cwd: Path, source: SourceMap, 
             shown = _display_name(path, cwd)
             if path.is_symlink() and _is_yaml(path) and not path.exists():
                 report.add(WARNING, where, at, f"{shown} is a symlink to nothing and is not read", rule=R_DISCOVERY)
+            elif _is_yaml(path) and path.exists() and not path.is_dir():
+                report.add(
+                    WARNING,
+                    where,
+                    at,
+                    f"{shown} is not a regular file (a FIFO, a device or a socket) and is not read",
+                    rule=R_DISCOVERY,
+                )
             elif path.is_dir():
                 report.add(
                     WARNING,
@@ -659,6 +778,6 @@ def _include_tenants(data: dict, spec_path: Path, cwd: Path, source: SourceMap, 
                 continue
             seen.add(resolved)
             index = len(tenants)
-            ok, tenant = load_yaml_file(path, label, source, report, base_path=("tenants", index))
+            ok, tenant = load_yaml_file(path, label, source, report, base_path=("tenants", index), budget=budget)
             if ok:
                 tenants.append(tenant)

@@ -10,7 +10,7 @@ from fractions import Fraction
 
 from gpupool.rules.registry import Context, declare, rule
 from gpupool.spec.bounds import BOUNDS, KUBERNETES_QUANTITY
-from gpupool.spec.loader import MAX_FILE_BYTES, MAX_RUN_BYTES, R_INEXACT, R_TOO_BIG
+from gpupool.spec.loader import MAX_DEPTH, MAX_FILE_BYTES, MAX_RUN_BYTES, R_INEXACT, R_TOO_BIG, R_TOO_DEEP
 from gpupool.spec.quantity import BINARY_SUFFIXES, parse_quantity
 
 INEXACT = declare(
@@ -49,6 +49,24 @@ Passes:
       - name: team-a
 Fails:
     # a tenant file that is a symlink to /dev/zero
+""",
+)
+
+
+TOO_DEEP = declare(
+    R_TOO_DEEP,
+    "values are nested too deeply",
+    f"""
+Values nested more than {MAX_DEPTH} levels deep (counted from the spec's root), anywhere, chart values
+included. Real specs stay within about 12; render and the YAML emitter recurse per level, so deeper values
+that passed validation used to crash render.
+
+Passes:
+    cluster:
+      gpuOperator: {{chartVersion: v26.7.0, values: {{driver: {{enabled: false}}}}}}
+Fails:
+    cluster:
+      gpuOperator: {{chartVersion: v26.7.0, values: {{a: {{a: {{a: ... 70 levels ... }}}}}}}}
 """,
 )
 

@@ -74,6 +74,10 @@ MAX_VALUES = 2_000_000
 MAX_FILE_BYTES = 8 << 20
 MAX_RUN_BYTES = 64 << 20
 R_TOO_BIG = "GP022"  # a file, or a run's files together, above the input caps
+R_TOO_DEEP = "GP023"  # values nested deeper than MAX_DEPTH
+# Nesting depth (counted from the spec's root; a tenant file starts at 2). Real specs and chart values stay
+# within about 12; render and the YAML emitter recurse per level, so 400 levels that validated crashed render.
+MAX_DEPTH = 64
 
 
 @dataclass
@@ -182,6 +186,7 @@ class _Builder:
         self.report = report
         self.constructor = yaml.SafeLoader("")  # only its scalar constructors are used
         self.budget = budget or _Budget.start()
+        self.too_deep = False  # reported once per file
         self.open: set[int] = set()  # collection nodes being built: an alias to one of them is a cycle
 
     def _render(self, path: Path_, refused: tuple = ()) -> str:
@@ -194,6 +199,18 @@ class _Builder:
         if self.budget.values_left < 0:
             raise _TooLarge
         self.source.values[path] = (self.file, node.start_mark)
+        if len(path) > MAX_DEPTH:
+            if not self.too_deep:
+                self.too_deep = True
+                self.report.add(
+                    ERROR,
+                    _loc(self.file, node.start_mark),
+                    self._render(path[:MAX_DEPTH]),
+                    f"values are nested more than {MAX_DEPTH} levels deep here; no spec or chart value needs that "
+                    "many (flatten it)",
+                    rule=R_TOO_DEEP,
+                )
+            return None
         if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
             if id(node) in self.open:
                 self.report.add(
@@ -375,9 +392,20 @@ def _position(data: bytes, offset: int) -> tuple[int, int]:
     return before.count(b"\n") + 1, len(before[line_start:].decode("utf-8", "replace")) + 1
 
 
+# What the parser quotes from its own grammar (punctuation, token names): safe to show, and the message is
+# unreadable without it ("did not find expected ',' or ']'").
+_GRAMMAR = re.compile(r"[-,\[\]{}:?|>!&*%@`#]|<[a-z ]{3,20}>")
+
+
 def _unquoted(problem: str) -> str:
-    """A YAML parser message with any quoted piece of the file left out (the location points at it)."""
-    return re.sub(r"'[^'\n]*'|\"[^\"\n]*\"", "it", problem)
+    """A YAML parser message with any quoted piece of the file left out (the location points at it); the
+    parser's own tokens stay."""
+
+    def piece(m: re.Match) -> str:
+        inner = m.group(0)[1:-1]
+        return m.group(0) if _GRAMMAR.fullmatch(inner) else "(at this position)"
+
+    return re.sub(r"'[^'\n]*'|\"[^\"\n]*\"", piece, problem)
 
 
 def _document_start(text: str, file_label: str, mark) -> Location:

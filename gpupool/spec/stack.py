@@ -9,6 +9,7 @@ CLI and `pulumi up` read the same file.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import yaml
@@ -46,8 +47,12 @@ def _read_yaml(path: Path, what: str) -> dict:
 def stack_spec(stack: str, cwd: Path | None = None) -> str:
     """The spec path `gpupool:spec` of stack STACK, as a path usable from CWD."""
     cwd = cwd or Path.cwd()
-    if not stack or "/" in stack or "\\" in stack or stack in (".", ".."):
-        raise SpecNotFound(f"--stack {stack!r}: give a stack name such as dev (as in `pulumi stack select dev`)")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", stack or "") or stack in (".", ".."):
+        # Pulumi's own rule for stack names: letters, digits, -, _ and ., at most 100 characters.
+        raise SpecNotFound(
+            "--stack: give a stack name such as dev (as in `pulumi stack select dev`): letters, digits, "
+            "'-', '_' and '.', at most 100 characters"
+        )
     project_file = find_project(cwd.resolve())
     if project_file is None:
         raise SpecNotFound(
@@ -96,8 +101,11 @@ def resolve(spec: str | None, stack: str | None, *, cwd: Path | None = None, mus
     if path == STDIN or not must_exist:
         return path
     full = (cwd / path) if cwd and not Path(path).is_absolute() else Path(path)
-    if full.is_dir():
-        raise SpecNotFound(f"{path}: is a directory; give the spec file{how}")
-    if not full.is_file():
-        raise SpecNotFound(f"{path}: no such file{how}")
+    try:
+        if full.is_dir():
+            raise SpecNotFound(f"{path}: is a directory; give the spec file{how}")
+        if not full.is_file():
+            raise SpecNotFound(f"{path}: no such file{how}")
+    except OSError as exc:  # a name too long for the file system, say
+        raise SpecNotFound(f"{path}: cannot be used ({exc.strerror}){how}") from None
     return path

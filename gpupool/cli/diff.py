@@ -37,6 +37,11 @@ def register(sub) -> None:
     )
     p.add_argument("specs", nargs="*", metavar="SPEC", help="BASE HEAD, or only HEAD with --base")
     p.add_argument("--base", metavar="GIT_REF", help="compare HEAD with the same spec (and tenant files) at this ref")
+    p.add_argument(
+        "--stack",
+        metavar="NAME",
+        help="with --base: HEAD is gpupool:spec of this Pulumi stack (stacks/Pulumi.NAME.yaml)",
+    )
     from gpupool.cli.common import add_output_format
 
     add_output_format(
@@ -79,6 +84,15 @@ def _sides(args, tmp: Path) -> tuple[Side, Side]:
     if args.base is not None:
         if len(args.specs) > 1:
             raise _Usage("with --base give at most one spec (HEAD); the base is the same spec at the git ref")
+        if args.stack is not None:
+            from gpupool.spec.stack import SpecNotFound, resolve
+
+            if args.specs:
+                raise _Usage("give a HEAD spec path or --stack NAME, not both")
+            try:
+                args.specs = [resolve(None, args.stack)]
+            except SpecNotFound as exc:
+                raise _Usage(str(exc)) from None
         head = args.specs[0] if args.specs else os.environ.get("GPUPOOL_SPEC") or "spec.yaml"
         if not Path(head).is_file():
             how = "" if args.specs else " (pass the spec path, or set GPUPOOL_SPEC)"
@@ -96,8 +110,10 @@ def _sides(args, tmp: Path) -> tuple[Side, Side]:
         else:
             base.label = f"{args.base} (no spec at {rel}: a new stack)"
         return base, load_side("HEAD", Path(head), head)
+    if args.stack is not None:
+        raise _Usage("--stack names the HEAD spec of --base GIT_REF; with two spec files give no --stack")
     if len(args.specs) != 2:
-        raise _Usage("give BASE and HEAD spec files, or --base GIT_REF [HEAD]")
+        raise _Usage("give BASE and HEAD spec files, or --base GIT_REF [HEAD | --stack NAME]")
     for p in args.specs:
         if not Path(p).is_file():
             raise _Usage(f"{p}: no such file")

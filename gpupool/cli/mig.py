@@ -81,9 +81,14 @@ def register(subparsers) -> None:
     )
     from gpupool.cli.common import add_spec_argument
 
-    add_spec_argument(suggest, flag="--spec")
+    add_spec_argument(suggest, flag="--spec")  # kept for old scripts; SPEC may now be given as elsewhere
     suggest.add_argument("--pool", metavar="NAME", help="spec mode: the node pool whose MIG layout to suggest")
-    suggest.add_argument("demand", nargs="*", metavar="PROFILE=COUNT", help="explicit mode: instances per profile")
+    suggest.add_argument(
+        "demand",
+        nargs="*",
+        metavar="PROFILE=COUNT|SPEC",
+        help="explicit mode: instances per profile; spec mode (with --pool): the spec, as other commands take it",
+    )
     suggest.set_defaults(func=cmd_suggest)
 
 
@@ -267,6 +272,12 @@ def _count(n: int, noun: str) -> str:
 
 
 def cmd_suggest(args: argparse.Namespace) -> int:
+    specs = [d for d in args.demand if "=" not in d]  # a positional SPEC, as validate/plan/render take it
+    if specs and args.pool is not None:
+        if args.spec is not None or len(specs) > 1:
+            _error("give one SPEC (positional, or --spec)")
+            return 2
+        args.spec, args.demand = specs[0], [d for d in args.demand if "=" in d]
     if args.spec is not None or args.pool is not None or args.stack is not None:
         return _suggest_spec_mode(args)
     try:

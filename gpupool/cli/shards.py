@@ -25,7 +25,8 @@ def register(sub) -> None:
     p.add_argument(
         "--platform-stack",
         metavar="NAME",
-        help="the platform stack's name, which names the shards (default: --stack, else 'STACK')",
+        help="the platform stack's name, which names the shards (default: --stack, else the project's stack "
+        "whose gpupool:spec is SPEC)",
     )
     p.add_argument("--states", metavar="DIR", help="a directory of `pulumi stack export` files, <stack>.json")
     add_output_format(p, FORMATS, "table", help="table (default) or json (for scripts)")
@@ -39,10 +40,22 @@ def run(args) -> int:
     from gpupool.analysis.shard_moves import as_json, stack_runs
     from gpupool.cli.common import UsageError, spec_path, valid_spec_or_report
 
-    spec = valid_spec_or_report(spec_path(args), "invalid, no shards")
+    spec_file = spec_path(args)
+    spec = valid_spec_or_report(spec_file, "invalid, no shards")
     if spec is None:
         return 1
-    platform = args.platform_stack or args.stack or "STACK"
+    platform = args.platform_stack or args.stack
+    if platform is None:
+        from gpupool.spec.stack import stacks_of
+
+        named = stacks_of(spec_file) if spec_file != "-" else []
+        if len(named) != 1:
+            which = f"stacks {', '.join(named)} all name it" if named else "no stack of the Pulumi project names it"
+            raise UsageError(
+                f"the shards are named after the platform stack: give --stack NAME or --platform-stack NAME "
+                f"({which} in gpupool:spec)"
+            )
+        platform = named[0]
     states: dict[str, dict] = {}
     if args.states:
         directory = Path(args.states)

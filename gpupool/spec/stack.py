@@ -78,6 +78,31 @@ def stack_spec(stack: str, cwd: Path | None = None) -> str:
     return _rel(project_dir / value, cwd)
 
 
+def stacks_of(spec: str, cwd: Path | None = None) -> list[str]:
+    """The Pulumi stacks of the project whose gpupool:spec is SPEC (the same file)."""
+    cwd = cwd or Path.cwd()
+    project_file = find_project((cwd / spec).resolve().parent) or find_project(cwd.resolve())
+    if project_file is None:
+        return []
+    try:
+        project = _read_yaml(project_file, "the Pulumi project")
+    except SpecNotFound:
+        return []
+    config_dir = project_file.parent / str(project.get("stackConfigDir") or ".")
+    key = f"{project.get('name') or 'gpupool'}:{CONFIG_KEY}"
+    target = (cwd / spec).resolve()
+    out = []
+    for path in sorted(config_dir.glob("Pulumi.*.yaml")):
+        try:
+            config = _read_yaml(path, "the stack settings").get("config") or {}
+        except SpecNotFound:
+            continue
+        value = config.get(key) if isinstance(config, dict) else None
+        if isinstance(value, str) and value and (project_file.parent / value).resolve() == target:
+            out.append(path.name[len("Pulumi.") : -len(".yaml")])
+    return out
+
+
 def _rel(path: Path, cwd: Path) -> str:
     try:
         return os.path.relpath(path, cwd)

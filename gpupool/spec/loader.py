@@ -69,10 +69,10 @@ _SAFE_TAG = re.compile(r"^[!A-Za-z0-9:/._,%-]{1,64}$")
 # Aliases can make a small file expand into a huge tree ("billion laughs"); no real spec comes near this. The
 # budget is shared by every file of a run: 80 small alias bombs in one pull request cost what one does.
 MAX_VALUES = 2_000_000
-# Input caps (a spec of 1,000 tenants is about 1 MB; loading costs ~70 bytes of memory per input byte, so the
+# Input caps (a spec of 1,000 tenants is about 1 MB; loading costs ~55 bytes of memory per input byte, so the
 # defaults keep a run far below a CI runner's memory). Raised with --max-file-size / --max-input-size.
-MAX_FILE_BYTES = 8 << 20
-MAX_RUN_BYTES = 64 << 20
+MAX_FILE_BYTES = 4 << 20
+MAX_RUN_BYTES = 32 << 20
 R_TOO_BIG = "GP022"  # a file, or a run's files together, above the input caps
 R_TOO_DEEP = "GP023"  # values nested deeper than MAX_DEPTH
 # Nesting depth (counted from the spec's root; a tenant file starts at 2). Real specs and chart values stay

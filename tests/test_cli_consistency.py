@@ -59,3 +59,19 @@ def test_shards_names_the_real_stack(project, capsys):
 )
 def test_global_options_before_or_after_the_command(project, argv, capsys):
     assert main(argv) == 0
+
+
+def test_mig_commands_take_o_json(capsys):
+    import json
+
+    assert main(["mig", "models", "-o", "json"]) == 0
+    models = json.loads(capsys.readouterr().out)
+    assert {m["name"] for m in models if m["mig"]} >= {"A100-80GB", "H100-80GB"}
+    assert main(["mig", "profiles", "--gpu", "A100-80GB", "-o", "json"]) == 0
+    profiles = json.loads(capsys.readouterr().out)
+    assert "1g.10gb" in [p["name"] for p in profiles["profiles"]] and "all-balanced" in profiles["presets"]
+    assert main(["mig", "check", "--gpu", "A100-80GB", "1g.10gb=2", "3g.40gb=1", "-o", "json"]) == 0
+    fits = json.loads(capsys.readouterr().out)
+    assert fits["fits"] is True and len(fits["placements"]) == 3
+    assert main(["mig", "check", "--gpu", "A100-80GB", "7g.80gb=2", "-o", "json"]) == 1
+    assert json.loads(capsys.readouterr().out)["fits"] is False

@@ -9,6 +9,7 @@ the handlers so `gpupool --help` stays cheap.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import sys
@@ -36,6 +37,9 @@ def register(subparsers) -> None:
         "catalog (with their profile count) and the whole-GPU models, with the GFD "
         "product names (nvidia.com/gpu.product) accepted for each.",
     )
+    from gpupool.cli.common import add_output_format
+
+    add_output_format(models, ("table", "json"), "table")
     models.set_defaults(func=cmd_models)
 
     check = sub.add_parser(
@@ -51,6 +55,7 @@ def register(subparsers) -> None:
         metavar="PROFILE=COUNT|PRESET",
         help="instances per profile (1g.10gb=2 3g.40gb=1), or one preset name",
     )
+    add_output_format(check, ("text", "json"), "text")
     check.set_defaults(func=cmd_check)
 
     profiles = sub.add_parser(
@@ -60,6 +65,7 @@ def register(subparsers) -> None:
         "count, allowed start slots, fraction of a GPU) and its presets.",
     )
     profiles.add_argument("--gpu", required=True, metavar="MODEL", help="GPU model, alias or GFD product name")
+    add_output_format(profiles, ("table", "json"), "table")
     profiles.set_defaults(func=cmd_profiles)
 
     suggest = sub.add_parser(
@@ -171,6 +177,18 @@ def cmd_check(args: argparse.Namespace) -> int:
         return 2
     result = check_layout(model, layout)
     shown = " + ".join(f"{p}×{n}" for p, n in layout.items() if n) or "(empty)"
+    if args.output == "json":
+        doc = {
+            "gpu": model.name,
+            "layout": {p: n for p, n in layout.items() if n},
+            "fits": result.ok,
+            "reasons": list(result.reasons),
+            "placements": [{"profile": pl.profile, "start": pl.start, "end": pl.end} for pl in result.placements],
+            "warnings": list(result.warnings),
+            "placementsConfidence": model.placements,
+        }
+        print(json.dumps(doc, indent=2))
+        return 0 if result.ok else 1
     if not result.ok:
         _error(f"{shown} does not fit one {model.name} GPU:")
         for reason in result.reasons:
@@ -211,6 +229,32 @@ def cmd_profiles(args: argparse.Namespace) -> int:
     except _UsageError as exc:
         _error(str(exc))
         return 2
+    if args.output == "json":
+        doc = {
+            "gpu": model.name,
+            "memoryGB": model.memory_gb,
+            "computeSlices": model.compute_slices,
+            "memorySlices": model.memory_slices,
+            "maxInstances": model.max_instances,
+            "placements": model.placements,
+            "aliases": list(model.aliases),
+            "profiles": [
+                {
+                    "name": p.name,
+                    "resource": p.resource_name,
+                    "compute": p.compute,
+                    "memory": p.memory,
+                    "maxCount": p.max_count,
+                    "starts": list(p.starts),
+                    "gpuFraction": str(gpu_fraction(model, p.name)),
+                }
+                for p in model.profiles.values()
+            ],
+            "presets": {name: dict(layout) for name, layout in model.presets.items()},
+            "source": model.source or None,
+        }
+        print(json.dumps(doc, indent=2))
+        return 0
     print(
         f"{model.name}: {model.memory_gb} GB, {model.compute_slices} compute slices, "
         f"{model.memory_slices} memory slices, up to {model.max_instances} instances per GPU "
@@ -244,6 +288,19 @@ def cmd_models(args: argparse.Namespace) -> int:
     from gpupool.gpu.models import known_gpus
 
     gpus = known_gpus().values()
+    if args.output == "json":
+        doc = [
+            {
+                "name": g.name,
+                "mig": g.mig is not None,
+                "memoryGB": g.memory_gb,
+                "profiles": len(g.mig.profiles) if g.mig else 0,
+                "aliases": list(g.aliases),
+            }
+            for g in sorted(gpus, key=lambda g: (g.mig is None, g.name))
+        ]
+        print(json.dumps(doc, indent=2))
+        return 0
     rows = [["MODEL", "MIG", "MEMORY", "PROFILES", "ALSO ACCEPTED AS"]]
     for g in sorted(gpus, key=lambda g: (g.mig is None, g.name)):
         rows.append(

@@ -37,11 +37,6 @@ def register(sub) -> None:
     )
     p.add_argument("specs", nargs="*", metavar="SPEC", help="BASE HEAD, or only HEAD with --base")
     p.add_argument("--base", metavar="GIT_REF", help="compare HEAD with the same spec (and tenant files) at this ref")
-    p.add_argument(
-        "--stack",
-        metavar="NAME",
-        help="with --base: HEAD is gpupool:spec of this Pulumi stack (stacks/Pulumi.NAME.yaml)",
-    )
     from gpupool.cli.common import add_output_format
 
     add_output_format(
@@ -63,7 +58,12 @@ def register(sub) -> None:
         metavar="FILE",
         help="markdown: add FILE (e.g. `pulumi preview --diff` output) as a collapsed section",
     )
-    p.add_argument("--stack", metavar="NAME", help="markdown: the stack name for the comment's heading")
+    p.add_argument(
+        "--stack",
+        metavar="NAME",
+        help="the Pulumi stack: names the markdown comment's heading, and with --base and no HEAD, HEAD is its "
+        "gpupool:spec (stacks/Pulumi.NAME.yaml)",
+    )
     p.add_argument("--commit", metavar="SHA", help="markdown: the commit compared, for the comment's heading")
     p.add_argument(
         "--artifact-url",
@@ -84,11 +84,9 @@ def _sides(args, tmp: Path) -> tuple[Side, Side]:
     if args.base is not None:
         if len(args.specs) > 1:
             raise _Usage("with --base give at most one spec (HEAD); the base is the same spec at the git ref")
-        if args.stack is not None:
+        if args.stack is not None and not args.specs:
             from gpupool.spec.stack import SpecNotFound, resolve
 
-            if args.specs:
-                raise _Usage("give a HEAD spec path or --stack NAME, not both")
             try:
                 args.specs = [resolve(None, args.stack)]
             except SpecNotFound as exc:
@@ -110,8 +108,6 @@ def _sides(args, tmp: Path) -> tuple[Side, Side]:
         else:
             base.label = f"{args.base} (no spec at {rel}: a new stack)"
         return base, load_side("HEAD", Path(head), head)
-    if args.stack is not None:
-        raise _Usage("--stack names the HEAD spec of --base GIT_REF; with two spec files give no --stack")
     if len(args.specs) != 2:
         raise _Usage("give BASE and HEAD spec files, or --base GIT_REF [HEAD | --stack NAME]")
     for p in args.specs:

@@ -15,6 +15,8 @@ from .k8s_objects import Registry
 
 
 class MigConfig(pulumi.ComponentResource):
+    TYPE = "gpupool:gpu:MigConfig"
+
     def __init__(
         self,
         name: str,
@@ -23,7 +25,7 @@ class MigConfig(pulumi.ComponentResource):
         registry: Registry,
         opts: pulumi.ResourceOptions | None = None,
     ):
-        super().__init__("gpupool:gpu:MigConfig", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         registry.register(config_map, self)
         self.config_name = config_map.manifest["metadata"]["name"]
         self.pool_configs = pool_configs
@@ -31,6 +33,8 @@ class MigConfig(pulumi.ComponentResource):
 
 
 class DevicePluginConfig(pulumi.ComponentResource):
+    TYPE = "gpupool:gpu:DevicePluginConfig"
+
     def __init__(
         self,
         name: str,
@@ -39,7 +43,7 @@ class DevicePluginConfig(pulumi.ComponentResource):
         registry: Registry,
         opts: pulumi.ResourceOptions | None = None,
     ):
-        super().__init__("gpupool:gpu:DevicePluginConfig", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         registry.register(config_map, self)
         self.config_name = config_map.manifest["metadata"]["name"]
         self.pool_configs = pool_configs

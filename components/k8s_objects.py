@@ -82,11 +82,31 @@ def pulumi_inputs(obj: Desired) -> dict[str, Any]:
     return manifest
 
 
-class Registry:
-    """Pulumi resources by gpupool name, so `Desired.depends_on` can be resolved across components."""
+def type_token(obj: Desired) -> str:
+    """The Pulumi type of OBJ's resource: kubernetes:<group or core>/<version>:<Kind>[Patch]."""
+    group, _, version = obj.manifest["apiVersion"].rpartition("/")
+    return f"kubernetes:{group or 'core'}/{version}:{obj.manifest['kind']}{'Patch' if obj.patch else ''}"
 
-    def __init__(self) -> None:
+
+def legacy_urn(type_: str, name: str, parent_type: str | None = None) -> str:
+    """The URN gpupool 0.1 gave a resource: components at the stack's root, objects directly under them."""
+    chain = f"{parent_type}${type_}" if parent_type else type_
+    return f"urn:pulumi:{pulumi.get_stack()}::{pulumi.get_project()}::{chain}::{name}"
+
+
+class Registry:
+    """Pulumi resources by gpupool name, so `Desired.depends_on` can be resolved across components.
+
+    PREFIX starts every Pulumi name (the GpuPlatform's name); LEGACY adds an alias to gpupool 0.1's URN
+    of each object (unprefixed, under a root-level component), so an upgraded stack replaces nothing."""
+
+    def __init__(self, prefix: str = "", legacy: bool = False) -> None:
         self.resources: dict[str, pulumi.Resource] = {}
+        self.prefix = prefix
+        self.legacy = legacy
+
+    def aliases(self, type_: str, name: str, parent: pulumi.Resource) -> list | None:
+        return [legacy_urn(type_, name, getattr(parent, "TYPE", None))] if self.legacy else None
 
     def depends(self, obj: Desired | Chart) -> list[pulumi.Resource]:
         return [self.resources[name] for name in obj.depends_on if name in self.resources]
@@ -109,7 +129,8 @@ class Registry:
             retain_on_delete=obj.retain_on_delete or None,
             custom_timeouts=timeouts,
             ignore_changes=list(obj.ignore_changes) or None,
+            aliases=self.aliases(type_token(obj), obj.name, parent),
         )
-        resource = cls(obj.name, opts=opts, **kwargs)
+        resource = cls(self.prefix + obj.name, opts=opts, **kwargs)
         self.resources[obj.name] = resource
         return resource

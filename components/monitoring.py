@@ -10,10 +10,12 @@ from .k8s_objects import Registry
 
 
 class Monitoring(pulumi.ComponentResource):
+    TYPE = "gpupool:monitoring:Monitoring"
+
     def __init__(
         self, name: str, objects: list[Desired], registry: Registry, opts: pulumi.ResourceOptions | None = None
     ):
-        super().__init__("gpupool:monitoring:Monitoring", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         for obj in objects:
             registry.register(obj, self)
         self.register_outputs({"objects": [f"{o.kind}/{o.manifest['metadata']['name']}" for o in objects]})

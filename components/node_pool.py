@@ -16,6 +16,8 @@ from .k8s_objects import Registry
 
 
 class NodePool(pulumi.ComponentResource):
+    TYPE = "gpupool:gpu:NodePool"
+
     def __init__(
         self,
         name: str,
@@ -25,7 +27,7 @@ class NodePool(pulumi.ComponentResource):
         registry: Registry,
         opts: pulumi.ResourceOptions | None = None,
     ):
-        super().__init__("gpupool:gpu:NodePool", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         for patch in patches:
             registry.register(patch, self)
         self.nodes = [p.manifest["metadata"]["name"] for p in patches]

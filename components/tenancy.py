@@ -14,6 +14,8 @@ from .k8s_objects import Registry
 
 
 class Tenant(pulumi.ComponentResource):
+    TYPE = "gpupool:tenancy:Tenant"
+
     def __init__(
         self,
         name: str,
@@ -22,7 +24,7 @@ class Tenant(pulumi.ComponentResource):
         registry: Registry,
         opts: pulumi.ResourceOptions | None = None,
     ):
-        super().__init__("gpupool:tenancy:Tenant", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         for obj in objects:
             registry.register(obj, self)
         namespace = next(o for o in objects if o.kind == "Namespace")

@@ -35,6 +35,8 @@ class RecordingMonitor(pulumi.runtime.mocks.MockMonitor):
             "retainOnDelete": request.retainOnDelete if request.HasField("retainOnDelete") else None,
             "protect": request.protect if request.HasField("protect") else None,
             "dependencies": list(request.dependencies),
+            "provider": request.provider,
+            "aliases": list(request.aliasURNs) + [a.urn for a in request.aliases if a.urn],
             "ignoreChanges": list(request.ignoreChanges),
             "customTimeouts": (
                 {"create": request.customTimeouts.create, "update": request.customTimeouts.update}
@@ -45,8 +47,8 @@ class RecordingMonitor(pulumi.runtime.mocks.MockMonitor):
         return response
 
 
-def run_program(config: dict[str, str], stack: str = "test", preview: bool = True):
-    """Run components.program.main() under mocks. Returns (mocks, monitor, error)."""
+def run_program(config: dict[str, str], stack: str = "test", preview: bool = True, program=None):
+    """Run components.program.main() (or PROGRAM) under mocks. Returns (mocks, monitor, error)."""
     mocks = CollectingMocks()
     monitor = RecordingMonitor(mocks)
     pulumi.runtime.set_mocks(mocks, project="gpupool", stack=stack, preview=preview, monitor=monitor)
@@ -55,6 +57,8 @@ def run_program(config: dict[str, str], stack: str = "test", preview: bool = Tru
 
     @pulumi.runtime.test
     def _run():
+        if program is not None:
+            return program()
         from components.program import main
 
         main()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from components.program import PLATFORM_NAME
 from gpupool.k8s import manifests
 from gpupool.rules.engine import load_valid_spec
 from tests.pulumi_mocks import canonical, run_program, snapshot
@@ -18,6 +19,7 @@ from tests.pulumi_mocks import canonical, run_program, snapshot
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = sorted(p.parent.name for p in (ROOT / "stacks").glob("*/spec.yaml"))
 GOLDEN = ROOT / "tests" / "golden"
+P = f"{PLATFORM_NAME}-"  # every child of the program's GpuPlatform is named after it
 
 
 @pytest.fixture(autouse=True)
@@ -77,7 +79,7 @@ def test_render_is_exactly_what_is_registered(stack):
     from gpupool.k8s.render import render_documents
 
     mocks, _ = _run(stack)
-    registered = {a.name: a for a in mocks.created if a.custom}
+    registered = {a.name.removeprefix(P): a for a in mocks.created if a.custom}
     plan = manifests.build(load_valid_spec(f"stacks/{stack}/spec.yaml"))
     documents = render_documents(plan, "values")
     assert len(documents) == len(plan.objects) + 1
@@ -133,7 +135,7 @@ def test_every_gpu_quota_lists_every_advertised_resource(stack):
         hard = quota.inputs["spec"]["hard"]
         missing = [r for r in advertised if f"requests.{r}" not in hard]
         assert not missing, f"{quota.name} does not limit {missing}"
-        tenant = next(t for t in spec.tenants if quota.name == f"tenant-{t.name}-gpu-quota")
+        tenant = next(t for t in spec.tenants if quota.name == f"{P}tenant-{t.name}-gpu-quota")
         for resource in advertised:
             want = 0 if tenant.offboarded else tenant.gpus.get(resource, 0)
             assert hard[f"requests.{resource}"] == str(want)
@@ -158,7 +160,7 @@ def test_tenant_objects_are_retained_on_delete_unless_offboarded(stack):
     spec = load_valid_spec(f"stacks/{stack}/spec.yaml")
     mocks, monitor = _run(stack)
     for tenant in spec.tenants:
-        mine = [a for a in mocks.created if a.custom and a.name.startswith(f"tenant-{tenant.name}-")]
+        mine = [a for a in mocks.created if a.custom and a.name.startswith(f"{P}tenant-{tenant.name}-")]
         assert {a.typ.split(":")[-1] for a in mine} >= {"Namespace", "ResourceQuota", "LimitRange"}
         for a in mine:
             request = monitor.requests[f"{a.typ}::{a.name}"]
@@ -254,10 +256,10 @@ def test_sharing_edit_changes_config_and_restarts_readers_through_the_operator(t
     before, _, _ = run_program({"spec": "stacks/dev/spec.yaml"})
     after, _, _ = run_program({"spec": str(_spec_text_with(tmp_path, "replicas: 4", "replicas: 6"))})
     pick = lambda ms, t, n: next(a for a in ms.created if a.typ == t and a.name == n)  # noqa: E731
-    cm_before = pick(before, "kubernetes:core/v1:ConfigMap", "device-plugin-config").inputs["data"]
-    cm_after = pick(after, "kubernetes:core/v1:ConfigMap", "device-plugin-config").inputs["data"]
+    cm_before = pick(before, "kubernetes:core/v1:ConfigMap", f"{P}device-plugin-config").inputs["data"]
+    cm_after = pick(after, "kubernetes:core/v1:ConfigMap", f"{P}device-plugin-config").inputs["data"]
     assert cm_before["l4-shared"] != cm_after["l4-shared"] and "replicas: 6" in cm_after["l4-shared"]
-    env = lambda ms: pick(ms, "kubernetes:helm.sh/v4:Chart", "gpu-operator").inputs["values"]  # noqa: E731
+    env = lambda ms: pick(ms, "kubernetes:helm.sh/v4:Chart", f"{P}gpu-operator").inputs["values"]  # noqa: E731
     assert env(before)["devicePlugin"]["env"] != env(after)["devicePlugin"]["env"]
     assert env(before)["gfd"]["env"] != env(after)["gfd"]["env"]
     assert env(before)["migManager"]["env"] == env(after)["migManager"]["env"]  # MIG untouched: no MIG restart

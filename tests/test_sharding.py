@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from components.program import PLATFORM_NAME
 from gpupool.analysis import shard_moves
 from gpupool.model import sharding
 from tests.pulumi_mocks import run_program
@@ -107,6 +108,26 @@ def test_held_tenants_come_from_the_state_pending_creates_included():
     assert shard_moves.held_in_state({}) == set()
 
 
+def test_held_tenants_under_a_gpu_platform_are_named_after_it():
+    """GpuPlatform NAME holds Tenant components NAME-tenant-<t> (a tenant may itself be named like a
+    platform's prefix: only the parent's name decides what is stripped)."""
+    platform = "urn:pulumi:s::gpupool::gpupool:index:GpuPlatform::gpu-tenant"
+    resources = [
+        {"urn": platform, "type": "gpupool:index:GpuPlatform"},
+        {
+            "urn": "urn:pulumi:s::gpupool::gpupool:index:GpuPlatform$gpupool:tenancy:Tenant::gpu-tenant-tenant-a",
+            "type": "gpupool:tenancy:Tenant",
+            "parent": platform,
+        },
+        {  # 0.1's layout, at the stack's root
+            "urn": "urn:pulumi:s::gpupool::gpupool:tenancy:Tenant::tenant-b",
+            "type": "gpupool:tenancy:Tenant",
+            "parent": "urn:pulumi:s::gpupool::pulumi:pulumi:Stack::gpupool-s",
+        },
+    ]
+    assert shard_moves.held_in_state({"deployment": {"resources": resources}}) == {"a", "b"}
+
+
 def test_switching_sharding_on_releases_from_the_platform_stack_first():
     tenants = [f"t{i}" for i in range(20)]
     runs = shard_moves.stack_runs("dev", tenants, 3, {"dev": _export("dev", tenants)})
@@ -194,7 +215,8 @@ def test_a_bad_shard_count_is_a_spec_error(tmp_path):
 
 
 def _registered_tenants(mocks) -> list[str]:
-    return sorted(a.name.removeprefix("tenant-") for a in mocks.created if a.typ == "gpupool:tenancy:Tenant")
+    prefix = f"{PLATFORM_NAME}-tenant-"
+    return sorted(a.name.removeprefix(prefix) for a in mocks.created if a.typ == "gpupool:tenancy:Tenant")
 
 
 def test_each_stack_registers_its_part(tmp_path, monkeypatch):
@@ -209,7 +231,8 @@ def test_each_stack_registers_its_part(tmp_path, monkeypatch):
         mocks, _, error = run_program({"spec": str(spec), "shard": f"tenants-{k}"}, stack=f"dev.tenants-{k}")
         assert error is None, error
         components = {a.typ for a in mocks.created if a.typ.startswith("gpupool:")}
-        assert components <= {"gpupool:tenancy:Tenant"}, components  # no operator, pools, tiers, ConfigMaps
+        # no operator, pools, tiers, ConfigMaps: the platform component and its tenants
+        assert components <= {"gpupool:index:GpuPlatform", "gpupool:tenancy:Tenant"}, components
         assert _registered_tenants(mocks) == sorted(
             sharding.held_by(sharding.Role(False, k), ["inference", "notebooks", "research"], 3)
         )

@@ -17,13 +17,40 @@ recomputes both passes from the states, so no order of failures lets two stacks 
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from dataclasses import dataclass, field
 
 from gpupool.model import sharding
 
 TENANT_TYPE = "gpupool:tenancy:Tenant"
-TENANT_NAME_PREFIX = "tenant-"  # components/program.py names each Tenant component tenant-<name>
+PLATFORM_TYPE = "gpupool:index:GpuPlatform"
+# components/platform.py names each Tenant component <platform>-tenant-<name> under its GpuPlatform;
+# gpupool 0.1's program named it tenant-<name> at the stack's root.
+TENANT_NAME_PREFIX = "tenant-"
+
+
+def _urn_name(urn: str) -> str:
+    return urn.rsplit("::", 1)[-1]
+
+
+def _urn_type(urn: str) -> str:
+    """The resource's own type: the last of the URN's type chain (urn:pulumi:STACK::PROJECT::A$B::NAME)."""
+    parts = urn.split("::")
+    return parts[2].split("$")[-1] if len(parts) >= 4 else ""
+
+
+def tenant_of(resource: dict) -> str | None:
+    """The tenant a Tenant component of a state holds, from its name and its parent's."""
+    urn = str(resource.get("urn", ""))
+    if resource.get("type") != TENANT_TYPE or "::" not in urn:
+        return None
+    name, parent = _urn_name(urn), str(resource.get("parent") or "")
+    prefix = TENANT_NAME_PREFIX
+    if _urn_type(parent) == PLATFORM_TYPE:
+        prefix = f"{_urn_name(parent)}-{TENANT_NAME_PREFIX}"
+    return name[len(prefix) :] if name.startswith(prefix) else None
 
 
 def held_in_state(export: dict) -> set[str]:
@@ -32,13 +59,7 @@ def held_in_state(export: dict) -> set[str]:
     deployment = export.get("deployment") or {}
     resources = list(deployment.get("resources") or [])
     resources += [op.get("resource") or {} for op in deployment.get("pending_operations") or []]
-    held = set()
-    for res in resources:
-        if res.get("type") == TENANT_TYPE and "::" in str(res.get("urn", "")):
-            name = str(res["urn"]).rsplit("::", 1)[-1]
-            if name.startswith(TENANT_NAME_PREFIX):
-                held.add(name[len(TENANT_NAME_PREFIX) :])
-    return held
+    return {t for t in (tenant_of(r) for r in resources) if t is not None}
 
 
 @dataclass(frozen=True)
@@ -137,3 +158,35 @@ def as_json(platform_stack: str, shards: int, runs: list[StackRun]) -> dict:
             for r in runs
         ],
     }
+
+
+# The release pass tells the program which tenants it keeps through one environment variable, written and
+# read here: an inline JSON list (gpupool stacks), or the path of a file holding one (ci/pulumi-stack.sh).
+KEEP_ENV = "GPUPOOL_KEEP_TENANTS"
+
+
+def keep_env(keep: tuple[str, ...] | None) -> dict[str, str]:
+    """The environment of a release pass that keeps KEEP (nothing for an ordinary run)."""
+    return {} if keep is None else {KEEP_ENV: json.dumps(list(keep))}
+
+
+def keep_from_env(environ: dict[str, str] | None = None) -> set[str] | None:
+    """The tenants the running release pass keeps, or None outside one; ValueError when the value is not a
+    JSON list of names."""
+    value = (os.environ if environ is None else environ).get(KEEP_ENV)
+    if not value:
+        return None
+    text = value
+    if not value.lstrip().startswith("["):
+        try:
+            with open(value, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as exc:
+            raise ValueError(f"{KEEP_ENV}={value}: {exc.strerror}") from None
+    try:
+        names = json.loads(text)
+    except ValueError:
+        raise ValueError(f"{KEEP_ENV}: not JSON") from None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"{KEEP_ENV}: not a JSON list of tenant names")
+    return set(names)

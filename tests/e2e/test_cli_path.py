@@ -12,6 +12,8 @@ import subprocess
 
 import pytest
 
+from components.program import PLATFORM_NAME
+
 from .cli import CliProject, cluster_objects, state_objects
 
 pytestmark = pytest.mark.e2e
@@ -63,7 +65,7 @@ def _steps(preview_text: str) -> dict[str, str]:
     """Resource name -> op symbol (+, ~, -, +-, ...) of the changed steps `pulumi preview --diff` prints."""
     steps = {}
     for m in re.finditer(r"^\s*([+~-]{1,2}|\+-)\s+\S+:\s+\((\w[\w-]*)\)\n\s*\[urn=([^\]]+)\]", preview_text, re.M):
-        steps[m.group(3).split("::")[-1]] = m.group(2)
+        steps[m.group(3).split("::")[-1].removeprefix(f"{PLATFORM_NAME}-")] = m.group(2)
     return steps
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from components.program import PLATFORM_NAME
+
 from .mig_manager_sim import MigManagerSim
 from .stack import E2EStack
 
@@ -27,6 +29,8 @@ DEV_NODES = {
     "dev-gpu-l4-1": {"nvidia.com/gpu.shared": "16"},
     "dev-gpu-a100-1": {"nvidia.com/mig-1g.10gb": "8", "nvidia.com/mig-2g.20gb": "4", "nvidia.com/mig-3g.40gb": "4"},
 }
+
+P = f"{PLATFORM_NAME}-"  # the program's GpuPlatform names every child after itself
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +97,7 @@ def test_operands_keep_the_operators_env_and_get_gpupools_hash(stack, control_pl
 def test_quota_edit_is_an_in_place_update_of_exactly_that_quota(stack, control_plane):
     stack.edit("dev/tenants/notebooks.yaml", "nvidia.com/gpu.shared: 6", "nvidia.com/gpu.shared: 4")
     ops = stack.preview_ops()
-    changed = {urn.split("::")[-1]: op for urn, op in ops.items() if op != "same"}
+    changed = {urn.split("::")[-1].removeprefix(P): op for urn, op in ops.items() if op != "same"}
     assert changed == {"tenant-notebooks-gpu-quota": "update"}
     stack.up()
     quota = control_plane.get_json("resourcequota", "gpu-quota", "-n", "notebooks")
@@ -103,7 +107,7 @@ def test_quota_edit_is_an_in_place_update_of_exactly_that_quota(stack, control_p
 def test_time_slicing_edit_updates_the_config_map_in_place_and_rolls_the_device_plugin(stack, control_plane):
     stack.edit("dev/spec.yaml", "replicas: 4", "replicas: 6")
     ops = stack.preview_ops()
-    changed = {urn.split("::")[-1]: op for urn, op in ops.items() if op != "same"}
+    changed = {urn.split("::")[-1].removeprefix(P): op for urn, op in ops.items() if op != "same"}
     assert changed.get("device-plugin-config") == "update", changed  # not "replace"
     assert "mig-config" not in changed
     assert not any(op in ("replace", "create-replacement", "delete-replaced") for op in changed.values()), changed
@@ -134,7 +138,7 @@ def test_mig_layout_edit_updates_the_mig_config_in_place_and_relabels_the_node(s
         "          - {gpus: [3], layout: {1g.10gb: 7}}",
     )
     ops = stack.preview_ops()
-    changed = {urn.split("::")[-1]: op for urn, op in ops.items() if op != "same"}
+    changed = {urn.split("::")[-1].removeprefix(P): op for urn, op in ops.items() if op != "same"}
     assert changed.get("mig-config") == "update", changed
     # The node's rollout chain relabels it (cordon, label + pending, check, uncordon); its pool patch stays.
     for step in ("cordon", "mig", "mig-check", "uncordon"):

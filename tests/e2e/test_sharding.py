@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpupool.analysis import shard_moves
 from gpupool.k8s import manifests
 from gpupool.rules.engine import load_valid_spec
 
@@ -142,7 +143,7 @@ def held(export: dict) -> dict[str, set[str]]:
         if r.get("delete"):
             continue
         if r["type"] == "gpupool:tenancy:Tenant":
-            components.add(r["urn"].rsplit("::tenant-", 1)[1])
+            components.add(shard_moves.tenant_of(r))
         elif r["type"] == "kubernetes:core/v1:Namespace":
             name = (r.get("outputs") or {}).get("metadata", {}).get("name", "")
             if name.startswith("team-"):

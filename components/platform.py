@@ -231,6 +231,8 @@ class GpuPlatform(pulumi.ComponentResource):
                     opts_for(f"pool-{pool.name}", NodePool.TYPE),
                 )
             PriorityTiers(f"{name}-tiers", parts.get("tiers", []), registry, opts_for("tiers", PriorityTiers.TYPE))
+            if parts.get("monitoring"):
+                Monitoring(f"{name}-monitoring", parts["monitoring"], registry, opts_for("monitoring", Monitoring.TYPE))
         self.tenant_components: dict[str, Tenant] = {}
         for tenant in held:
             self.tenant_components[tenant.name] = Tenant(

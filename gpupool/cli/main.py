@@ -13,7 +13,20 @@ import os
 import sys
 
 # Order is the order shown in --help.
-COMMAND_MODULES = ("validate", "plan", "usage", "diff", "render", "mig", "tenant", "shards", "schema", "completion")
+COMMAND_MODULES = (
+    "validate",
+    "plan",
+    "usage",
+    "diff",
+    "render",
+    "mig",
+    "tenant",
+    "shards",
+    "init",
+    "stacks",
+    "schema",
+    "completion",
+)
 
 
 class _Version(argparse.Action):

@@ -1,0 +1,268 @@
+"""Run preview, up or destroy over a platform's Pulumi stacks with the project's own program.
+
+One stack without sharding; with `sharding.tenantShards` the platform stack STACK and its shard stacks
+STACK.tenants-<k> (gpupool.analysis.shard_moves decides which run, in which order and with which pass).
+Each stack is selected or created, gets the run's config (a shard also the platform stack's config and its
+`gpupool:shard`), and then:
+
+- preview: `preview --diff`;
+- up: dead-run recovery (a stale lock cancelled on the typed ConcurrentUpdateError, then one retry), `up`,
+  the dead run's completed pending operations dropped, and the convergence check
+  (`preview --expect-no-changes`);
+- destroy: the same recovery, then `destroy` (shards first, the platform stack last).
+
+The program is the project's (Pulumi.yaml, its virtualenv first on PATH), so a plain `pulumi up` by hand
+keeps working on an unsharded stack.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+from pulumi import automation as auto
+
+from gpupool.analysis import shard_moves
+from gpupool.deploy import recovery
+
+OPS = ("preview", "up", "destroy")
+T = TypeVar("T")
+
+
+class StackError(Exception):
+    """A stack operation failed; the message says which stack and why (exit status 1)."""
+
+
+class SetupError(Exception):
+    """The project cannot be run at all (no Pulumi.yaml, no virtualenv, no backend): exit status 2."""
+
+
+@dataclass
+class Outcome:
+    stack: str
+    op: str
+    result: str  # succeeded, failed, skipped
+    changes: dict[str, int] = field(default_factory=dict)
+    note: str = ""
+
+    def line(self) -> str:
+        if self.result == "failed":
+            return f"{self.stack}: {self.op} failed ({self.note})"
+        counts = ", ".join(f"{n} {k}" for k, n in sorted(self.changes.items()) if k != "same" and n)
+        detail = "; ".join(x for x in (counts or "no changes", self.note) if x)
+        return f"{self.stack}: {self.op} {self.result} ({detail})"
+
+
+@dataclass
+class Settings:
+    project_dir: Path
+    backend_url: str
+    config: dict[str, str] = field(default_factory=dict)  # -c KEY=VALUE
+    single_writer: bool = False
+    preview_out: Path | None = None
+    log: Callable[[str], None] = lambda msg: print(f"[gpupool stacks] {msg}", file=sys.stderr)
+    output: Callable[[str], None] = lambda text: print(text, end="" if text.endswith("\n") else "\n")
+
+
+def project_env(project_dir: Path) -> dict[str, str]:
+    """The program's virtualenv (Pulumi.yaml runtime.options.virtualenv) first on PATH: an older language
+    host ignores the option and runs whatever python comes first (toolchain/README.md)."""
+    project_file = project_dir / "Pulumi.yaml"
+    if not project_file.is_file():
+        raise SetupError(f"{project_dir}: no Pulumi.yaml (run gpupool stacks in the project directory)")
+    project = yaml.safe_load(project_file.read_text(encoding="utf-8")) or {}
+    runtime = project.get("runtime")
+    options = runtime.get("options", {}) if isinstance(runtime, dict) else {}
+    venv = project_dir / (options.get("virtualenv") or ".venv")
+    if not (venv / "bin" / "python").exists():
+        raise SetupError(
+            f"Pulumi.yaml's virtualenv {venv} has no bin/python: `pulumi install` (or python -m venv {venv.name} "
+            f"&& {venv.name}/bin/pip install -r requirements.txt)"
+        )
+    return {"VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+class Platform:
+    """The stacks of one platform in one project."""
+
+    def __init__(self, settings: Settings, platform_stack: str):
+        self.s = settings
+        self.platform_stack = platform_stack
+        # The workspace keeps this very dict and passes it to every pulumi command: a release pass adds its
+        # variable for the duration of its run (run_one).
+        self.env: dict[str, str] = {**project_env(settings.project_dir), "PULUMI_BACKEND_URL": settings.backend_url}
+        self.workspace = auto.LocalWorkspace(work_dir=str(settings.project_dir), env_vars=self.env)
+        self.outcomes: list[Outcome] = []
+
+    # -- stacks and their config -------------------------------------------------------------------
+
+    def select(self, name: str) -> auto.Stack:
+        return auto.Stack.create_or_select(name, self.workspace)
+
+    def configure_platform(self) -> auto.Stack:
+        stack = self.select(self.platform_stack)
+        if self.s.config:
+            stack.set_all_config({k: auto.ConfigValue(v) for k, v in self.s.config.items()})
+        return stack
+
+    def configure_shard(self, name: str, shard: str, platform: auto.Stack) -> auto.Stack:
+        """A shard stack: the platform stack's config (secrets re-encrypted with its own salt) plus its role."""
+        stack = self.select(name)
+        config = {k: v for k, v in platform.get_all_config().items() if k != "gpupool:shard"}
+        config["gpupool:shard"] = auto.ConfigValue(shard)
+        stack.set_all_config(config)
+        return stack
+
+    def existing_stacks(self) -> list[str]:
+        return [
+            s.name
+            for s in self.workspace.list_stacks()
+            if s.name == self.platform_stack or s.name.startswith(f"{self.platform_stack}.tenants-")
+        ]
+
+    def layout(self, platform: auto.Stack, with_states: bool) -> list[shard_moves.StackRun] | None:
+        """The platform's stacks as shard_moves plans them, or None when it is one stack (not sharded, or the
+        spec does not load: the platform stack's own run then reports why)."""
+        from gpupool.rules.engine import validate_file
+
+        spec_value = platform.get_all_config().get("gpupool:spec")
+        if spec_value is None:
+            return None
+        result = validate_file(str(self.s.project_dir / spec_value.value))
+        if result.spec is None:
+            return None
+        states = {}
+        for name in self.existing_stacks():
+            states[name] = dict(self.select(name).export_stack().deployment or {}) if with_states else {}
+        runs = shard_moves.stack_runs(
+            self.platform_stack, [t.name for t in result.spec.tenants], result.spec.tenant_shards, states
+        )
+        return runs if shard_moves.as_json(self.platform_stack, result.spec.tenant_shards, runs)["sharded"] else None
+
+    # -- one stack ---------------------------------------------------------------------------------
+
+    def _recovering(self, stack: auto.Stack, action: Callable[[], T]) -> T:
+        """ACTION (an up or destroy); on a lock whose every holder is dead, `pulumi cancel` and once more."""
+        removed = recovery.repair_torn_sidecars(self.s.backend_url)
+        for path in removed:
+            self.s.log(f"removed a torn metadata sidecar ({path.name}) left by a run that died writing it")
+        try:
+            return action()
+        except auto.ConcurrentUpdateError as exc:
+            holders = recovery.lock_holders(str(exc))
+            live = [h for h in holders if not recovery.holder_is_dead(h, self.s.single_writer)]
+            if not holders or live:
+                who = ", ".join(map(str, live or holders)) or "an unknown holder"
+                hint = "" if self.s.single_writer else " (--single-writer if no other run can hold it)"
+                raise StackError(f"{stack.name}: locked by a live run, {who}; not touching it{hint}") from None
+            for h in holders:
+                self.s.log(f"{stack.name}: stale lock of {h} (holder gone): pulumi cancel, then retrying")
+            stack.cancel()
+            return action()
+
+    def _drop_completed_pending(self, stack: auto.Stack) -> None:
+        exported = stack.export_stack()
+        cleaned, unresolved = recovery.resolve_pending(dict(exported.deployment or {}))
+        if unresolved:
+            self.s.log(
+                f"{stack.name}: pending operations of a dead run whose resource is not in the state; check them, "
+                "then `pulumi refresh`:\n  " + "\n  ".join(unresolved)
+            )
+        if cleaned is not None:
+            self.s.log(f"{stack.name}: dropping the pending operations of a dead run (this run completed them)")
+            stack.import_stack(auto.Deployment(version=exported.version, deployment=cleaned))
+
+    def run_one(self, stack: auto.Stack, op: str, keep: tuple[str, ...] | None = None) -> None:
+        env = shard_moves.keep_env(keep)
+        self.env.update(env)
+        label = f"{op} {stack.name}" + (" (release pass: only the tenants it keeps)" if keep is not None else "")
+        self.s.log(label)
+        try:
+            self._run_one(stack, op)
+        finally:
+            for k in env:
+                self.env.pop(k, None)
+
+    def _run_one(self, stack: auto.Stack, op: str) -> None:
+        out = self.s.output
+        try:
+            if op == "preview":
+                result = stack.preview(diff=True, color="never", on_output=out)
+                if self.s.preview_out is not None:
+                    with self.s.preview_out.open("a", encoding="utf-8") as f:
+                        f.write(result.stdout)
+                self.outcomes.append(Outcome(stack.name, op, "succeeded", _counts(result.change_summary)))
+            elif op == "up":
+                up = self._recovering(stack, lambda: stack.up(diff=True, color="never", on_output=out))
+                self._drop_completed_pending(stack)
+                # Converged: the live stack matches the program (also after a recovered dead run).
+                stack.preview(expect_no_changes=True, color="never", on_output=lambda _: None)
+                changes = _counts(up.summary.resource_changes)
+                self.outcomes.append(Outcome(stack.name, op, "succeeded", changes, "converged"))
+            else:
+                down = self._recovering(stack, lambda: stack.destroy(color="never", on_output=out))
+                changes = _counts(down.summary.resource_changes)
+                self.outcomes.append(Outcome(stack.name, op, "succeeded", changes))
+        except StackError as exc:
+            self.outcomes.append(Outcome(stack.name, op, "failed", note=str(exc).removeprefix(f"{stack.name}: ")))
+            raise
+        except auto.CommandError as exc:
+            self.outcomes.append(Outcome(stack.name, op, "failed", note=_reason(exc)))
+            raise StackError(f"{stack.name}: {op} failed: {_reason(exc)}") from None
+
+    # -- the whole platform ------------------------------------------------------------------------
+
+    def run(self, op: str) -> None:
+        if self.s.preview_out is not None:
+            self.s.preview_out.write_text("", encoding="utf-8")
+        platform = self.configure_platform()
+        runs = self.layout(platform, with_states=op == "up")
+        if runs is None:
+            self.run_one(platform, op)
+            return
+
+        def stack_of(r: shard_moves.StackRun) -> auto.Stack:
+            return platform if r.role.platform else self.configure_shard(r.stack, r.shard_value, platform)
+
+        if op == "preview":
+            for r in runs:
+                if r.needed:
+                    self.run_one(stack_of(r), op)
+        elif op == "up":
+            # Pass 1: every stack that loses tenants deletes or forgets them before another stack adopts them.
+            for r in runs:
+                if r.release_first:
+                    self.run_one(stack_of(r), op, keep=r.keep)
+            for r in runs:
+                if r.apply_pass:
+                    self.run_one(stack_of(r), op)
+        else:
+            for r in reversed(runs):
+                if r.exists:
+                    self.run_one(stack_of(r), op)
+
+
+def _counts(changes: Mapping | None) -> dict[str, int]:
+    return {str(getattr(k, "value", k)): int(n) for k, n in (changes or {}).items()}
+
+
+def _reason(exc: auto.CommandError) -> str:
+    """The last error lines of a failed pulumi command (its stderr, else its stdout)."""
+    text = (getattr(exc, "stderr", "") or "") or (getattr(exc, "stdout", "") or "") or str(exc)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("error:")] or lines[-3:]
+    return " / ".join(errors[-3:])[:2000]
+
+
+def summary(outcomes: list[Outcome]) -> str:
+    return "".join(o.line() + "\n" for o in outcomes)
+
+
+def as_json(outcomes: list[Outcome]) -> str:
+    return json.dumps([o.__dict__ for o in outcomes], indent=2)

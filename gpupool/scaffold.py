@@ -1,0 +1,300 @@
+"""The files of a platform team's own gpupool repository (`gpupool init DIR`): a Pulumi project whose program
+is `gpupool.pulumi.GpuPlatform`, one stack with a spec and one tenant, the schemas for editors, the CI
+workflow on `gpupool stacks`, and a README with the steps. Pure data; gpupool/cli/init.py writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+PLATFORM_NAME = "gpu"  # the GpuPlatform of the scaffolded program (every resource is named after it)
+
+
+def project_name(directory_name: str) -> str:
+    """A Pulumi project name from the directory's name (letters, digits, `-_.`; never empty)."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", directory_name).strip("-.") or "gpu-platform"
+    return name[:100]
+
+
+PULUMI_YAML = """\
+name: {project}
+description: The GPU platform of our clusters, from one validated gpupool spec per stack.
+runtime:
+  name: python
+  options:
+    toolchain: pip
+    virtualenv: .venv          # `pulumi install` installs requirements.txt into it
+stackConfigDir: stacks
+config:
+  spec:
+    type: string
+    description: Path of the stack's spec, relative to the project directory (e.g. stacks/dev/spec.yaml).
+  kubeconfig:
+    type: string
+    default: ""
+    description: Kubeconfig contents or path (default - the ambient KUBECONFIG).
+  context:
+    type: string
+    default: ""
+    description: Kubeconfig context (default - the current context).
+  operatorChartPath:
+    type: string
+    default: ""
+    description: A local GPU Operator chart instead of the spec's pinned repository chart (offline use).
+  skipAwait:
+    type: boolean
+    default: false
+    description: Do not wait for the operator chart's workloads to become ready.
+"""
+
+MAIN_PY = '''\
+"""Our GPU platform: one gpupool GpuPlatform per stack, from the stack's config (stacks/Pulumi.<stack>.yaml).
+
+`gpupool stacks preview|up|destroy STACK` runs this program (and a sharded platform's shard stacks);
+`pulumi up --stack STACK` does too on an unsharded stack.
+"""
+
+from gpupool.pulumi import GpuPlatform, GpuPlatformArgs
+
+GpuPlatform("{platform}", GpuPlatformArgs.from_config()).export()
+'''
+
+REQUIREMENTS = """\
+# What the Pulumi program needs; `pulumi install` installs it into .venv (Pulumi.yaml). Pin gpupool and
+# let it bring the Pulumi SDKs it supports.
+gpupool[pulumi]=={version}
+"""
+
+STACK_CONFIG = """\
+config:
+  gpupool:spec: stacks/{stack}/spec.yaml
+  # gpupool:context: my-cluster        # the kubeconfig context (default: the current one)
+"""
+
+SPEC = """\
+# yaml-language-server: $schema=../../schemas/gpupool.schema.json
+# The {stack} stack. Every field is in gpupool's docs/spec-reference.md; `gpupool validate
+# stacks/{stack}/spec.yaml` checks this file, `gpupool plan stacks/{stack}/spec.yaml` shows its capacity.
+apiVersion: gpupool.dev/v1alpha1
+kind: GpuPlatform
+
+cluster:
+  name: {stack}
+  gpuOperator:
+    chartVersion: v26.7.0        # pinned; bump it in its own pull request
+    namespace: gpu-operator
+
+nodePools:
+  # Replace with your nodes: the GPU model, GPUs per node, and the node names (or nodeSelector + nodeCount
+  # for a node group). This pool time-slices each L4 four ways.
+  - name: l4-shared
+    gpu: L4
+    gpusPerNode: 4
+    nodes: [{stack}-gpu-1]
+    sharing:
+      timeSlicing:
+        replicas: 4
+
+tiers:
+  - name: standard
+    priority: 10000
+
+tenantFiles:
+  - tenants/
+"""
+
+TENANT = """\
+# yaml-language-server: $schema=../../../schemas/tenant.schema.json
+# One team: its namespace, GPU quota and owners. Onboarding another is one new file
+# (`gpupool tenant new NAME --tier standard --gpus gpu.shared=4 --stack {stack}`).
+name: team-a
+tier: standard
+gpus:
+  nvidia.com/gpu.shared: 4
+owners: [team-a-admins]
+costCenter: cc-0001
+"""
+
+GITIGNORE = """\
+.venv/
+__pycache__/
+/out/
+"""
+
+WORKFLOW = """\
+# gpupool CI: validate every pull request (annotations on the changed lines), post the diff as a sticky
+# comment and preview; `gpupool stacks up` on pushes to main. The secrets it reads: gpupool's docs/ci.md.
+name: gpupool
+
+on:
+  pull_request:
+  push:
+    branches: [main]
+
+permissions:
+  contents: read
+  pull-requests: write   # the diff comment
+
+jobs:
+  plan:
+    if: github.event_name == 'pull_request'
+    runs-on: ubuntu-latest
+    strategy:
+      fail-fast: false
+      matrix:
+        stack: [{stack}]
+    env:
+      SPEC: stacks/${{{{ matrix.stack }}}}/spec.yaml
+      PULUMI_CONFIG_PASSPHRASE: ${{{{ secrets[format('PULUMI_CONFIG_PASSPHRASE_{{0}}', matrix.stack)] }}}}
+    steps:
+      - uses: actions/checkout@v4
+        with:
+          fetch-depth: 0   # gpupool diff --base reads the base branch
+      - uses: actions/setup-python@v5
+        with:
+          python-version: "3.11"
+      - name: Install gpupool
+        run: |
+          python -m venv .venv
+          .venv/bin/pip install -r requirements.txt
+          echo "$PWD/.venv/bin" >> "$GITHUB_PATH"
+      - name: gpupool validate
+        id: validate
+        continue-on-error: true
+        run: gpupool validate "$SPEC" -o github
+      - name: gpupool diff
+        id: diff
+        env:
+          BASE_REF: ${{{{ github.base_ref }}}}
+        run: |
+          set +e
+          gpupool diff --base "origin/$BASE_REF" "$SPEC" -o markdown --full-output gpupool-diff-full.md > gpupool-diff.md
+          echo "status=$?" >> "$GITHUB_OUTPUT"
+      - name: Post the diff
+        if: always() && hashFiles('gpupool-diff.md') != ''
+        uses: marocchino/sticky-pull-request-comment@v2
+        with:
+          header: gpupool-diff-${{{{ matrix.stack }}}}
+          path: gpupool-diff.md
+      - name: Kubeconfig
+        env:
+          KUBECONFIG_DATA: ${{{{ secrets[format('PREVIEW_KUBECONFIG_{{0}}', matrix.stack)] }}}}
+        run: |
+          printf '%s' "$KUBECONFIG_DATA" > "$RUNNER_TEMP/kubeconfig"
+          echo "KUBECONFIG=$RUNNER_TEMP/kubeconfig" >> "$GITHUB_ENV"
+      - uses: pulumi/actions@v6
+        with:
+          pulumi-version: 3.274.1
+      - name: gpupool stacks preview
+        id: preview
+        env:
+          STACK: ${{{{ matrix.stack }}}}
+          PULUMI_BACKEND_URL: ${{{{ vars.PULUMI_BACKEND_URL }}}}
+        run: gpupool stacks preview "$STACK" --preview-out pulumi-preview.txt
+      - name: Fail on an invalid spec, negative headroom or a failed preview
+        if: always() && (steps.validate.outcome == 'failure' || steps.diff.outputs.status != '0' || steps.preview.outcome == 'failure')
+        run: exit 1
+
+  up:
+    if: github.event_name == 'push' && github.ref == 'refs/heads/main'
+    runs-on: ubuntu-latest
+    timeout-minutes: 60
+    strategy:
+      fail-fast: false
+      max-parallel: 1
+      matrix:
+        stack: [{stack}]
+    environment: ${{{{ matrix.stack }}}}
+    concurrency:
+      group: gpupool-up-${{{{ matrix.stack }}}}   # one run per stack: a lock met at the start is a dead run's
+      cancel-in-progress: false
+    env:
+      PULUMI_CONFIG_PASSPHRASE: ${{{{ secrets.PULUMI_CONFIG_PASSPHRASE }}}}
+    steps:
+      - uses: actions/checkout@v4
+      - uses: actions/setup-python@v5
+        with:
+          python-version: "3.11"
+      - name: Install gpupool
+        run: |
+          python -m venv .venv
+          .venv/bin/pip install -r requirements.txt
+          echo "$PWD/.venv/bin" >> "$GITHUB_PATH"
+      - name: Kubeconfig
+        env:
+          KUBECONFIG_DATA: ${{{{ secrets.KUBECONFIG }}}}
+        run: |
+          printf '%s' "$KUBECONFIG_DATA" > "$RUNNER_TEMP/kubeconfig"
+          echo "KUBECONFIG=$RUNNER_TEMP/kubeconfig" >> "$GITHUB_ENV"
+      - uses: pulumi/actions@v6
+        with:
+          pulumi-version: 3.274.1
+      - name: gpupool stacks up
+        env:
+          STACK: ${{{{ matrix.stack }}}}
+          PULUMI_BACKEND_URL: ${{{{ vars.PULUMI_BACKEND_URL }}}}
+        run: gpupool stacks up "$STACK" --single-writer
+"""
+
+README = """\
+# {project}
+
+Our GPU platform, declared with gpupool: one validated spec per stack
+(`stacks/<stack>/spec.yaml`), one file per tenant (`stacks/<stack>/tenants/`).
+
+## Start
+
+```sh
+python3 -m venv .venv && pulumi install         # requirements.txt into .venv (Pulumi.yaml)
+export PATH="$PWD/.venv/bin:$PATH"
+gpupool validate stacks/{stack}/spec.yaml      # FILE:LINE:COL: error: PATH: MESSAGE [GP123]
+gpupool plan stacks/{stack}/spec.yaml          # capacity, grants and headroom
+export PULUMI_BACKEND_URL=s3://my-bucket/gpupool PULUMI_CONFIG_PASSPHRASE=...
+gpupool stacks preview {stack}
+gpupool stacks up {stack}                       # then a preview that must plan nothing
+```
+
+## Onboarding a team
+
+```sh
+gpupool tenant new vision --tier standard --gpus gpu.shared=4 --stack {stack}
+```
+
+Fill in its owners and cost centre, open a pull request: CI validates it and comments the diff (quota,
+headroom). Merging deploys it.
+
+## CI
+
+`.github/workflows/gpupool.yml`: on pull requests validate, diff and preview; on pushes to main
+`gpupool stacks up`. It needs `vars.PULUMI_BACKEND_URL`, the secrets `PULUMI_CONFIG_PASSPHRASE`,
+`KUBECONFIG` (per environment) and `PREVIEW_KUBECONFIG_<STACK>`, `PULUMI_CONFIG_PASSPHRASE_<STACK>`
+(repository).
+"""
+
+
+def files(project: str, version: str, stack: str = "dev") -> dict[str, str]:
+    """Relative path -> content of the scaffolded repository."""
+    from pathlib import Path
+
+    from gpupool.spec.schema import SCHEMA_DIR  # the schemas the installed gpupool validates with
+
+    schemas = {
+        f"schemas/{name}": (Path(SCHEMA_DIR) / name).read_text(encoding="utf-8")
+        for name in ("gpupool.schema.json", "tenant.schema.json")
+    }
+    for text in schemas.values():
+        json.loads(text)  # shipped with the package: a broken one is a gpupool bug, not the user's
+    out = {
+        "Pulumi.yaml": PULUMI_YAML.format(project=project),
+        "__main__.py": MAIN_PY.format(platform=PLATFORM_NAME),
+        "requirements.txt": REQUIREMENTS.format(version=version),
+        f"stacks/Pulumi.{stack}.yaml": STACK_CONFIG.format(stack=stack),
+        f"stacks/{stack}/spec.yaml": SPEC.format(stack=stack),
+        f"stacks/{stack}/tenants/team-a.yaml": TENANT.format(stack=stack),
+        ".github/workflows/gpupool.yml": WORKFLOW.format(stack=stack),
+        ".gitignore": GITIGNORE,
+        "README.md": README.format(project=project, stack=stack),
+    }
+    out.update(schemas)
+    return out

@@ -1,0 +1,166 @@
+"""`gpupool stacks preview|up|destroy STACK` end to end: the Automation API driving the project's own program
+(Pulumi.yaml, its virtualenv, __main__.py) through the real pulumi CLI, language host and provider, against
+a local API server, on the file backend.
+
+What it proves: an up from empty converges (state == cluster, and the command's own
+`preview --expect-no-changes` passed); a preview then plans nothing; a run SIGKILLed right after taking its
+lock is recovered by the next `up` from the typed ConcurrentUpdateError (the lock cancelled because its
+holder is dead, then converged); a second `up` while one runs is refused without touching the live lock; a
+lock from another host is left alone unless --single-writer vouches for it; destroy keeps the tenants.
+One summary line per stack. The kills are triggered by events (the lock file appearing), not by timers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+
+import pytest
+
+from .cli import CliProject, cluster_objects, sigkill_pulumi, state_objects
+from .faults import wait_for
+
+pytestmark = pytest.mark.e2e
+
+DEV_NODES = {
+    "dev-gpu-l4-1": {"nvidia.com/gpu.shared": "16"},
+    "dev-gpu-a100-1": {"nvidia.com/mig-1g.10gb": "8", "nvidia.com/mig-2g.20gb": "4", "nvidia.com/mig-3g.40gb": "4"},
+}
+
+
+class StacksProject(CliProject):
+    """The project copy, driven with `gpupool stacks` (the project venv's gpupool) instead of the script."""
+
+    def _argv(self, op: str) -> list[str]:
+        argv = [str(self.dir / ".venv" / "bin" / "gpupool"), "stacks", op, self.stack]
+        for kv in self.config:
+            argv += ["-c", kv]
+        return argv
+
+
+@pytest.fixture(scope="module")
+def cluster(private_control_plane):
+    for name, resources in DEV_NODES.items():
+        private_control_plane.create_gpu_node(name, resources)
+    return private_control_plane
+
+
+@pytest.fixture(scope="module")
+def project(cluster, cli_toolchain_bin, tmp_path_factory) -> StacksProject:
+    return StacksProject(cli_toolchain_bin, cluster.kubeconfig, tmp_path_factory.mktemp("stacks-cmd"))
+
+
+def _converged(project: StacksProject, cluster, run: subprocess.CompletedProcess) -> None:
+    assert run.returncode == 0, run.stdout[-6000:]
+    assert re.search(r"^dev: up succeeded \(.*converged\)$", run.stdout, re.M), run.stdout[-3000:]
+    state = project.export()
+    assert not state["deployment"].get("pending_operations"), state["deployment"]["pending_operations"]
+    assert sorted(state_objects(state)) == sorted(cluster_objects(cluster))
+    assert not project.lock_files()
+
+
+def test_up_from_empty_converges_and_preview_then_plans_nothing(project, cluster):
+    up = project.run("up")
+    _converged(project, cluster, up)
+    quota = cluster.get_json("resourcequota", "gpu-quota", "-n", "research")
+    assert quota["spec"]["hard"]["requests.nvidia.com/gpu.shared"] == "8"
+    preview = project.run("preview")
+    assert preview.returncode == 0, preview.stdout[-3000:]
+    assert re.search(r"^dev: preview succeeded \(no changes\)$", preview.stdout, re.M), preview.stdout[-3000:]
+
+
+def test_a_run_killed_holding_its_lock_is_recovered_by_the_next_up(project, cluster):
+    project.edit("stacks/dev/tenants/research.yaml", "nvidia.com/gpu.shared: 8", "nvidia.com/gpu.shared: 6")
+    up = project.start("up")
+    wait_for(lambda: project.lock_files(), 300, "the up's lock", up)
+    sigkill_pulumi(up)
+    assert project.lock_files(), "the killed run left no lock"
+    rerun = project.run("up")
+    assert "stale lock" in rerun.stdout and "holder gone" in rerun.stdout, rerun.stdout[-4000:]
+    _converged(project, cluster, rerun)
+    quota = cluster.get_json("resourcequota", "gpu-quota", "-n", "research")
+    assert quota["spec"]["hard"]["requests.nvidia.com/gpu.shared"] == "6"
+
+
+def test_a_second_up_while_one_runs_is_refused_and_leaves_the_lock(project, cluster):
+    project.edit("stacks/dev/tenants/research.yaml", "nvidia.com/gpu.shared: 6", "nvidia.com/gpu.shared: 5")
+    first = project.start("up")
+    wait_for(lambda: project.lock_files(), 300, "the first up's lock", first)
+    lock = project.lock_files()
+    second = project.run("up")
+    assert second.returncode == 1, second.stdout[-3000:]
+    assert "locked by a live run" in second.stdout and "stale lock" not in second.stdout, second.stdout[-3000:]
+    assert re.search(r"^dev: up failed", second.stdout, re.M) or "locked by a live run" in second.stdout
+    assert project.lock_files() == lock, "the refused up touched the running up's lock"
+    assert first.wait(timeout=900) == 0, CliProject.output(first)[-4000:]
+    assert not project.lock_files()
+
+
+def test_a_foreign_lock_needs_single_writer(project, cluster):
+    """A lock that names another host: nobody here can tell whether that run is alive, so it is refused;
+    the deploy job's --single-writer (its concurrency group) vouches that it is a dead run's."""
+    up = project.start("up")
+    wait_for(lambda: project.lock_files(), 300, "the up's lock", up)
+    sigkill_pulumi(up)
+    (path,) = project.lock_files()
+    lock = json.loads(path.read_text())
+    path.write_text(json.dumps({**lock, "hostname": "runner-that-is-gone"}))
+    refused = project.run("up")
+    assert refused.returncode == 1 and "runner-that-is-gone" in refused.stdout, refused.stdout[-3000:]
+    assert "--single-writer" in refused.stdout and project.lock_files() == [path]
+    started = time.monotonic()
+    vouched = project.run("up", env={"GPUPOOL_SINGLE_WRITER": "1"})
+    assert "stale lock" in vouched.stdout, vouched.stdout[-3000:]
+    _converged(project, cluster, vouched)
+    assert time.monotonic() - started < 600
+
+
+TENANTS = ("inference", "notebooks", "research")
+
+
+def _uids(cluster, kind: str) -> dict[str, str]:
+    """Tenant -> the uid of its namespace, or of its owners' RoleBinding (tenant-owners-<ownerRole>)."""
+    if kind == "namespace":
+        return {t: cluster.get_json("namespace", t)["metadata"]["uid"] for t in TENANTS}
+    out = {}
+    for t in TENANTS:
+        items = cluster.get_json("rolebindings", "-n", t)["items"]
+        owners = [i for i in items if i["metadata"]["name"].startswith("tenant-owners-")]
+        if owners:
+            out[t] = owners[0]["metadata"]["uid"]
+    return out
+
+
+def test_switching_sharding_on_moves_every_tenant_in_two_passes(project, cluster):
+    """The platform stack releases its tenants first (it forgets the retained objects, deletes the
+    RoleBindings), then each shard stack creates what it holds: no namespace is ever deleted, and each
+    stack's state ends up holding exactly the tenants `gpupool shards` assigns it."""
+    from gpupool.analysis import shard_moves
+    from gpupool.model import sharding
+
+    namespaces = _uids(cluster, "namespace")
+    project.edit("stacks/dev/spec.yaml", "tenantFiles:", "sharding:\n  tenantShards: 2\n\ntenantFiles:")
+    up = project.run("up")
+    assert up.returncode == 0, up.stdout[-6000:]
+    assert "up dev (release pass" in up.stdout, up.stdout[-4000:]
+    for stack in ("dev", "dev.tenants-0", "dev.tenants-1"):
+        assert re.search(rf"^{re.escape(stack)}: up succeeded \(.*converged\)$", up.stdout, re.M), up.stdout[-3000:]
+    assert _uids(cluster, "namespace") == namespaces
+    assert set(_uids(cluster, "rolebinding")) == set(TENANTS)
+    assert shard_moves.held_in_state(project.export("dev")) == set()
+    for k in (0, 1):
+        held = shard_moves.held_in_state(project.export(f"dev.tenants-{k}"))
+        assert held == set(sharding.held_by(sharding.Role(False, k), list(TENANTS), 2)), (k, held)
+    again = project.run("preview")
+    assert again.returncode == 0 and again.stdout.count("preview succeeded (no changes)") == 3, again.stdout[-3000:]
+
+
+def test_destroy_takes_the_shards_first_and_keeps_the_tenants(project, cluster):
+    down = project.run("destroy")
+    assert down.returncode == 0, down.stdout[-4000:]
+    order = re.findall(r"^(\S+): destroy succeeded", down.stdout, re.M)
+    assert order and order[-1] == "dev" and set(order) == {"dev", "dev.tenants-0", "dev.tenants-1"}, order
+    assert cluster.get_json("namespace", "research")["metadata"]["name"] == "research"
+    assert not project.export()["deployment"].get("resources")

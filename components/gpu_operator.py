@@ -28,6 +28,7 @@ class GpuOperator(pulumi.ComponentResource):
     def install(self, chart: Chart, skip_await: bool = False) -> k8s.helm.v4.Chart:
         release = k8s.helm.v4.Chart(
             self._registry.prefix + chart.name,
+            name=chart.name,  # the Helm release name stays the chart's (it names the chart's objects)
             chart=chart.chart,
             version=chart.version,
             repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=chart.repository) if chart.repository else None,

@@ -49,8 +49,8 @@ def run(args) -> int:
 
     spec = target / "stacks" / args.stack / "spec.yaml"
     result = validate_file(str(spec))
-    for d in result.report.sorted():
-        print(d.render(), file=sys.stderr)
+    for diagnostic in result.report.sorted():
+        print(diagnostic.render(), file=sys.stderr)
     if result.spec is None:
         return 1
     print(

@@ -84,6 +84,8 @@ def test_the_wheel_has_one_top_level_package_and_its_data(wheel):
         "gpupool/gpu/mig.yaml",
         "gpupool/k8s/gpu-operator.yaml",
         "gpupool/pulumi/program.py",
+        "gpupool/pulumi/platform.py",
+        "gpupool/deploy/stacks.py",  # gpupool stacks
         "gpupool/py.typed",  # PEP 561: type checkers read gpupool's annotations in a user's program
         "gpupool/pulumi/py.typed",
     ):

@@ -139,7 +139,9 @@ class Platform:
             return None
         states = {}
         for name in self.existing_stacks():
-            states[name] = dict(self.select(name).export_stack().deployment or {}) if with_states else {}
+            # shard_moves reads `pulumi stack export` documents: the deployment under its key
+            exported = self.select(name).export_stack().deployment if with_states else None
+            states[name] = {"deployment": dict(exported or {})} if with_states else {}
         runs = shard_moves.stack_runs(
             self.platform_stack, [t.name for t in result.spec.tenants], result.spec.tenant_shards, states
         )

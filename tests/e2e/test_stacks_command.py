@@ -16,6 +16,7 @@ import json
 import re
 import subprocess
 import time
+from datetime import UTC
 
 import pytest
 
@@ -84,18 +85,42 @@ def test_a_run_killed_holding_its_lock_is_recovered_by_the_next_up(project, clus
     assert quota["spec"]["hard"]["requests.nvidia.com/gpu.shared"] == "6"
 
 
-def test_a_second_up_while_one_runs_is_refused_and_leaves_the_lock(project, cluster):
-    project.edit("stacks/dev/tenants/research.yaml", "nvidia.com/gpu.shared: 6", "nvidia.com/gpu.shared: 5")
-    first = project.start("up")
-    wait_for(lambda: project.lock_files(), 300, "the first up's lock", first)
-    lock = project.lock_files()
-    second = project.run("up")
-    assert second.returncode == 1, second.stdout[-3000:]
-    assert "locked by a live run" in second.stdout and "stale lock" not in second.stdout, second.stdout[-3000:]
-    assert re.search(r"^dev: up failed", second.stdout, re.M) or "locked by a live run" in second.stdout
-    assert project.lock_files() == lock, "the refused up touched the running up's lock"
-    assert first.wait(timeout=900) == 0, CliProject.output(first)[-4000:]
-    assert not project.lock_files()
+def test_a_lock_held_by_a_live_pulumi_is_refused_and_left_alone(project, cluster, tmp_path):
+    """A run that is still going (on this host: a live process named pulumi that started before it took
+    the lock) keeps its lock: the second `up` is refused by the engine's ConcurrentUpdateError, exits 1,
+    changes nothing and leaves the lock. The holder is made deterministic: a killed run's real lock file,
+    rewritten to name a live `pulumi` process (a copy of sleep) and a time after that process started."""
+    import os
+    import shutil
+    import socket
+    from datetime import datetime
+
+    up = project.start("up")
+    wait_for(lambda: project.lock_files(), 300, "the up's lock", up)
+    sigkill_pulumi(up)
+    (path,) = project.lock_files()
+    fake = tmp_path / "pulumi"
+    shutil.copy(shutil.which("sleep"), fake)
+    holder = subprocess.Popen([str(fake), "300"])
+    try:
+        time.sleep(1.2)
+        lock = json.loads(path.read_text())
+        lock.update(pid=holder.pid, hostname=socket.gethostname(), timestamp=datetime.now(UTC).isoformat())
+        path.write_text(json.dumps(lock))
+        before = project.export()["deployment"].get("resources")
+        second = project.run("up")
+        assert second.returncode == 1, second.stdout[-3000:]
+        assert "locked by a live run" in second.stdout and "stale lock" not in second.stdout, second.stdout[-3000:]
+        assert re.search(r"^dev: up failed \(locked by a live run", second.stdout, re.M), second.stdout[-3000:]
+        assert project.lock_files() == [path] and json.loads(path.read_text())["pid"] == holder.pid
+        assert project.export()["deployment"].get("resources") == before
+    finally:
+        holder.kill()
+        holder.wait()
+    assert os.path.exists(path)
+    recovered = project.run("up")  # the holder is gone now: its lock is a dead run's
+    assert "stale lock" in recovered.stdout, recovered.stdout[-3000:]
+    _converged(project, cluster, recovered)
 
 
 def test_a_foreign_lock_needs_single_writer(project, cluster):

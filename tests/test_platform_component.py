@@ -129,4 +129,6 @@ def test_legacy_aliases_name_every_resource_of_the_0_1_program(stack):
             aliased[(chain.split("$")[-1], name)] += 1
             assert urn.startswith(f"urn:pulumi:{stack}::gpupool::")
     assert max(aliased.values()) == 1
-    assert old == set(aliased), (old - set(aliased), set(aliased) - old)
+    # every 0.1 resource is aliased (resources added since, e.g. monitoring, are aliased to their unprefixed
+    # names on main before GpuPlatform too)
+    assert old <= set(aliased), old - set(aliased)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from gpupool.gpu.operator_facts import OPERANDS, operator_managed_env
 from gpupool.k8s import manifests
-from gpupool.k8s.operator_facts import OPERANDS, operator_managed_env
 from gpupool.rules.engine import validate_file
 
 ROOT = Path(__file__).resolve().parent.parent

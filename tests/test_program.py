@@ -278,7 +278,7 @@ def test_operand_env_is_only_gpupools_config_hash():
 @pytest.mark.parametrize("stack", STACKS)
 def test_gpupool_sets_no_operator_managed_variable(stack):
     """DEVICE_LIST_STRATEGY and the other template defaults are the operator's (v26.7.0 facts)."""
-    from gpupool.k8s.operator_facts import operator_managed_env
+    from gpupool.gpu.operator_facts import operator_managed_env
 
     managed = operator_managed_env()
     assert "DEVICE_LIST_STRATEGY" in managed["devicePlugin"]

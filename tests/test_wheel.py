@@ -82,7 +82,7 @@ def test_the_wheel_has_one_top_level_package_and_its_data(wheel):
         "gpupool/schemas/gpupool.schema.json",
         "gpupool/schemas/tenant.schema.json",
         "gpupool/gpu/mig.yaml",
-        "gpupool/k8s/gpu-operator.yaml",
+        "gpupool/gpu/gpu-operator.yaml",
         "gpupool/pulumi/program.py",
         "gpupool/pulumi/platform.py",
         "gpupool/deploy/stacks.py",  # gpupool stacks

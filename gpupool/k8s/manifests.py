@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from gpupool.k8s import admission, rollout
+from gpupool.k8s.naming import bounded, content_hash
 from gpupool.model import platform as m
 from gpupool.model.owners import Subject, parse_owner
 from gpupool.monitoring import objects as monitoring
@@ -174,10 +174,6 @@ class _Dumper(_BaseDumper):
 _Dumper.add_representer(str, _str_representer)
 
 
-def content_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 # -- MIG Manager config (mig-parted v1) ----------------------------------------------------------
 
 
@@ -207,16 +203,6 @@ def mig_config_name(pool: m.NodePool) -> str:
 
 
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-# File names are `<pulumi name>.yaml` and must stay within NAME_MAX (255 bytes); Pulumi names have no limit
-# of their own, but URNs this long help nobody either.
-MAX_OBJECT_NAME = 200
-
-
-def bounded(name: str) -> str:
-    """name, or when too long for a file name, a prefix of it plus a hash of the whole (still unique)."""
-    if len(name.encode()) <= MAX_OBJECT_NAME:
-        return name
-    return name[: MAX_OBJECT_NAME - 17] + "-" + content_hash(name)
 
 
 def node_patch_name(pool: m.NodePool, node: str) -> str:
@@ -337,7 +323,7 @@ def operator_values(spec: m.Spec, mig_hash: str, plugin_hash: str) -> dict[str, 
     # Only gpupool's own variables (plus whatever the spec's values list). The operator merges these into
     # its DaemonSet templates per variable name, and the v26.7.0 chart's env lists are empty, so nothing
     # else belongs here: a copied default (DEVICE_LIST_STRATEGY=envvar) would override what the operator
-    # sets (cdi-annotations,cdi-cri with CDI on). Facts and sources: gpupool/k8s/gpu-operator.yaml.
+    # sets (cdi-annotations,cdi-cri with CDI on). Facts and sources: gpupool/gpu/gpu-operator.yaml.
     ours = {
         "devicePlugin": {HASH_ENV_PLUGIN: plugin_hash},
         "gfd": {HASH_ENV_PLUGIN: plugin_hash},  # GFD reads the same config (sharing labels)

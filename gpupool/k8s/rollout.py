@@ -42,6 +42,7 @@ import hashlib
 import json
 from typing import Any, NamedTuple
 
+from gpupool.k8s.naming import bounded
 from gpupool.model import platform as m
 
 LABEL_STATE = "nvidia.com/mig.config.state"
@@ -130,8 +131,6 @@ def waves(pool: m.NodePool, nodes: tuple[str, ...] | None = None) -> list[tuple[
 def names(pool: m.NodePool, node: str) -> dict[str, str]:
     """Pulumi names of a node's chain, in order (without cordon/uncordon when the pool does not cordon):
     the node's pool-patch name plus "_step" ("_" never occurs in pool or node names, so nothing collides)."""
-    from gpupool.k8s.manifests import bounded
-
     base = f"pool-{pool.name}.{node}"
     out = {
         step: bounded(f"{base}_{suffix}")

@@ -1,4 +1,4 @@
-"""GP150-GP199: the GPU Operator's operand environment (facts in gpupool/k8s/gpu-operator.yaml)."""
+"""GP150-GP199: the GPU Operator's operand environment (facts in gpupool/gpu/gpu-operator.yaml)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ def operator_managed_env(ctx: Context) -> None:
               devicePlugin:
                 env: [{name: DEVICE_LIST_STRATEGY, value: envvar}]
     """
-    from gpupool.k8s.operator_facts import chart_version
-    from gpupool.k8s.operator_facts import operator_managed_env as managed
+    from gpupool.gpu.operator_facts import chart_version
+    from gpupool.gpu.operator_facts import operator_managed_env as managed
 
     raw = ctx.data.get("cluster") if isinstance(ctx.data, dict) else None
     if not isinstance(raw, dict) or not ctx.usable(("cluster", "gpuOperator", "values")):

@@ -13,7 +13,7 @@ OPERANDS = ("devicePlugin", "gfd", "migManager")
 
 @functools.lru_cache(maxsize=1)
 def _facts() -> dict:
-    return yaml.safe_load(resources.files("gpupool.k8s").joinpath("gpu-operator.yaml").read_text(encoding="utf-8"))
+    return yaml.safe_load(resources.files("gpupool.gpu").joinpath("gpu-operator.yaml").read_text(encoding="utf-8"))
 
 
 def chart_version() -> str:

@@ -151,7 +151,9 @@ def test_no_limit_range_injects_gpus(stack):
             for field in ("default", "defaultRequest", "max", "min", "maxLimitRequestRatio"):
                 keys = [k for k in item.get(field, {}) if "nvidia.com" in k]
                 assert not keys, f"{lr.name}.{field} would inject {keys} into every container"
-            assert set(item["default"]) == {"cpu", "memory"}
+            assert set(item["defaultRequest"]) == {"cpu", "memory"}
+            # A default limit only where the spec names one: an injected limit refuses bigger requests.
+            assert "default" not in item or set(item["default"]) <= {"cpu", "memory"}
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -165,8 +167,9 @@ def test_tenant_objects_are_retained_on_delete_unless_offboarded(stack):
         for a in mine:
             request = monitor.requests[f"{a.typ}::{a.name}"]
             # Not retained: the owners' RoleBinding (a replaced one must not keep granting its old role) and
-            # the per-pod maximum (removing it from the spec must remove its enforcement).
-            admission = a.typ.startswith("kubernetes:admissionregistration.k8s.io")
+            # the per-pod maximum (removing it from the spec must remove its enforcement). The priority guard is
+            # retained: a removed tenant's namespace and workloads stay, and so must its ceiling.
+            admission = a.typ.startswith("kubernetes:admissionregistration.k8s.io") and "priority-guard" not in a.name
             retained = not tenant.offboarded and not admission and not a.typ.endswith("RoleBinding")
             assert bool(request["retainOnDelete"]) is retained, (tenant.name, a.name)
 

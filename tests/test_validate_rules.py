@@ -504,6 +504,12 @@ RULES = [
         None,
     ),
     (
+        # Only the limit named: gpupool's default request (256Mi) follows it down instead of failing GP506.
+        "default-limit-below-the-default-request-ok",
+        lambda s: tenant(s, "notebooks").update(containerDefaults={"limits": {"memory": "128Mi"}}),
+        None,
+    ),
+    (
         "bad-quantity",
         lambda s: tenant(s, "notebooks").update(compute={"cpu": "1 core"}),
         ("error", "GP010", "must be a Kubernetes quantity"),

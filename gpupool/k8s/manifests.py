@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from gpupool.k8s import admission, rollout
+from gpupool.k8s import admission, priority_guard, rollout
 from gpupool.k8s.naming import bounded, content_hash
 from gpupool.model import platform as m
 from gpupool.model.owners import Subject, parse_owner
@@ -415,7 +415,8 @@ def tenant_objects(spec: m.Spec, tenant: m.Tenant, quoted: list[str]) -> list[De
     tier = spec.tier(tenant.tier)
     higher = sorted(t.name for t in spec.tiers if tier and t.priority > tier.priority)
     if higher:
-        # Quota with a PriorityClass scope is how Kubernetes limits who may use a priority class.
+        # gpupool's higher tiers by name, beside the guard policy below (which refuses them too): it holds
+        # where ValidatingAdmissionPolicy admission is off, and upgraded clusters already have it (retained).
         out.append(
             Desired(
                 comp,
@@ -434,6 +435,17 @@ def tenant_objects(spec: m.Spec, tenant: m.Tenant, quoted: list[str]) -> list[De
                 depends_on=after_ns,
             )
         )
+    if tier:
+        # Every class above the tier, gpupool's or not, refused on the pod's resolved priority (see the module).
+        out.append(Desired(comp, f"{base}-priority-guard-policy", priority_guard.policy(tenant, tier, labels)))
+        out.append(
+            Desired(
+                comp,
+                f"{base}-priority-guard-binding",
+                priority_guard.binding(tenant, labels),
+                depends_on=(f"{base}-priority-guard-policy",),
+            )
+        )
     d = tenant.container_defaults
     out.append(
         Desired(
@@ -444,9 +456,7 @@ def tenant_objects(spec: m.Spec, tenant: m.Tenant, quoted: list[str]) -> list[De
                 "kind": "LimitRange",
                 "metadata": meta("container-defaults"),
                 # cpu/memory only: a GPU key here would be injected into every container (gpu-sharing.md 5.4).
-                "spec": {
-                    "limits": [{"type": "Container", "default": dict(d.limits), "defaultRequest": dict(d.requests)}]
-                },
+                "spec": {"limits": [container_defaults(d)]},
             },
             depends_on=after_ns,
         )
@@ -483,6 +493,21 @@ def tenant_objects(spec: m.Spec, tenant: m.Tenant, quoted: list[str]) -> list[De
     return [
         dataclasses.replace(obj, retain_on_delete=keep and obj.kind != "RoleBinding") for obj in out
     ] + max_per_pod_objects(spec, tenant)
+
+
+def container_defaults(d: m.ContainerDefaults) -> dict[str, Any]:
+    """The LimitRange item: default requests always, a default limit only for what the spec names.
+
+    LimitRanger gives a container every `default` it lacks as a limit, and the API server then refuses a
+    request above its limit, so an injected limit breaks any container that asks for more without a limit
+    of its own (a 16Gi request under a 1Gi default is refused) and OOM-kills one that sets nothing at that
+    limit. A `defaultRequest` alone cannot refuse a pod: a container with a limit but no request already has
+    request == limit from the API's defaulting (`SetDefaults_Pod`) before admission fills anything in."""
+    item: dict[str, Any] = {"type": "Container"}
+    if d.limits:
+        item["default"] = dict(d.limits)
+    item["defaultRequest"] = dict(d.requests)
+    return item
 
 
 def max_per_pod_objects(spec: m.Spec, tenant: m.Tenant) -> list[Desired]:

@@ -582,12 +582,17 @@ class _Builder:
         for key in ("cpu", "memory"):
             parsed = {}
             for part, values in (("requests", requests), ("limits", limits)):
+                if key not in values:
+                    continue  # no default limit unless the spec names one
                 try:
                     parsed[part] = _quantity(values[key])
                 except ValueError as exc:
                     self.error(QUANTITY, path + ("containerDefaults", part, key), str(exc))
+                    ok = False
             if len(parsed) < 2:
-                ok = False
+                continue
+            if parsed["requests"] > parsed["limits"] and key not in raw.get("requests", {}):
+                requests[key] = limits[key]  # a default limit below gpupool's default request: request it all
                 continue
             if parsed["requests"] > parsed["limits"]:
                 self.error(

@@ -229,7 +229,9 @@ class Tier:
 @dataclass(frozen=True)
 class ContainerDefaults:
     requests: Mapping[str, str] = field(default_factory=lambda: {"cpu": "100m", "memory": "256Mi"})
-    limits: Mapping[str, str] = field(default_factory=lambda: {"cpu": "1", "memory": "1Gi"})
+    # No default limit: an injected limit refuses a container asking for more, and OOM-kills one asking for
+    # nothing (gpupool.k8s.manifests.container_defaults). Only what the spec names.
+    limits: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -107,6 +107,8 @@ def test_onboarding_one_tenant_previews_exactly_that_tenant_s_objects(project, c
         "tenant-vision-ns",
         "tenant-vision-gpu-quota",
         "tenant-vision-priority-guard",
+        "tenant-vision-priority-guard-policy",
+        "tenant-vision-priority-guard-binding",
         "tenant-vision-container-defaults",
         "tenant-vision-owners",
     }

@@ -1,0 +1,173 @@
+"""What a tenant's namespace admits, on the real kube-apiserver v1.36.3: the priority guard and the container
+defaults, as `gpupool render` writes them and `kubectl apply --server-side` applies them.
+
+Proves (issue 19, items 1 and 7):
+- the guard refuses every class above the tenant's tier, whoever made it: `system-node-critical` and
+  `system-cluster-critical` (built into every API server, `pkg/apis/scheduling/v1/helpers.go`), gpupool's own
+  higher tier and an unrelated third-party class; it admits the own tier, a lower tier, a third-party class
+  below the tier and a pod with no class. The Priority plugin resolves any existing class for any namespace
+  (`plugin/pkg/admission/priority/admission.go`, `admitPod`), so before this guard all four got in;
+- the container defaults cannot break a GPU pod: a container asking for 16Gi without a limit, one with no
+  resources and one whose limit is below the default request are all admitted with the requests they asked
+  for (or the defaults) and no injected limit; a tenant whose spec names a default limit gets it (and the
+  API server then refuses a request above it, as the README says).
+
+Uses the shared control plane: the tenants, tiers and third-party classes are named uniquely per run.
+Only tenant and tier objects are applied (the node patches would create Node objects on a shared server).
+"""
+
+from __future__ import annotations
+
+import textwrap
+import uuid
+
+import pytest
+
+from gpupool.cli.main import main
+
+pytestmark = pytest.mark.e2e
+
+GPU = "nvidia.com/gpu"
+# Cluster-scoped names (PriorityClasses, namespaces) unique to this run: the control plane is shared.
+RUN = f"g{uuid.uuid4().hex[:6]}"
+LOW, MID, HIGH = f"{RUN}-low", f"{RUN}-mid", f"{RUN}-high"
+TENANT, LIMITED = f"{RUN}-a", f"{RUN}-b"
+VENDOR_HIGH, VENDOR_LOW = f"{RUN}-vendor-high", f"{RUN}-vendor-low"
+OWNER = {"as_user": "alice", "as_groups": ["adm-guard-owners"]}
+
+SPEC = textwrap.dedent(f"""\
+    apiVersion: gpupool.dev/v1alpha1
+    kind: GpuPlatform
+    cluster: {{name: adm-guard, gpuOperator: {{namespace: adm-guard-gpu-operator}}}}
+    nodePools:
+      - {{name: h100, gpu: H100-80GB, gpusPerNode: 8, nodes: [adm-guard-h100-1, adm-guard-h100-2]}}
+    tiers:
+      - {{name: {HIGH}, priority: 900000}}
+      - {{name: {MID}, priority: 9000}}
+      - {{name: {LOW}, priority: 90, preemptionPolicy: Never}}
+    tenants:
+      - name: {TENANT}
+        tier: {MID}
+        gpus: {{nvidia.com/gpu: 12}}
+        compute: {{cpu: "64", memory: 512Gi}}
+        owners: [adm-guard-owners]
+      - name: {LIMITED}
+        tier: {MID}
+        gpus: {{nvidia.com/gpu: 4}}
+        containerDefaults: {{limits: {{memory: 4Gi}}}}
+        owners: [adm-guard-owners]
+    """)
+
+
+@pytest.fixture(scope="module")
+def applied(control_plane, tmp_path_factory):
+    cp = control_plane
+    work = tmp_path_factory.mktemp("adm-guard")
+    (work / "spec.yaml").write_text(SPEC)
+    out = work / "out"
+    assert main(["render", str(work / "spec.yaml"), "--output-dir", str(out), "--operator", "values"]) == 0
+    files = sorted(p for p in out.glob("*.yaml") if p.name.startswith(("tenant-", "tier-")))
+    for batch in (
+        [p for p in files if p.name.endswith("-ns.yaml")],
+        [p for p in files if not p.name.endswith("-ns.yaml")],
+    ):
+        cp.kubectl("apply", "--server-side", "--force-conflicts", *(a for p in batch for a in ("-f", str(p))))
+    for name, value in ((VENDOR_HIGH, 5_000_000), (VENDOR_LOW, 10)):
+        cp.apply(
+            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
+        )
+    for ns in (TENANT, LIMITED):
+        cp.wait_for(lambda ns=ns: _quota_synced(cp, ns), timeout=60, what=f"{ns} gpu-quota status")
+    # A new policy takes effect once the API server's policy informer has it: poll until a probe is refused.
+    if any("priority-guard-policy" in p.name for p in files):
+        cp.wait_for(
+            lambda: _create(cp, TENANT, _pod("probe", "system-node-critical"), dry_run=True)[0] == 403,
+            60,
+            what="the priority guard to take effect",
+        )
+    return cp
+
+
+def _quota_synced(cp, ns: str) -> bool:
+    status, q = cp.api("GET", f"/api/v1/namespaces/{ns}/resourcequotas/gpu-quota")
+    return status == 200 and bool(q.get("status", {}).get("hard"))
+
+
+def _pod(name: str, priority_class: str | None = None, resources: dict | None = None) -> dict:
+    container = {"name": "c", "image": "registry.invalid/app:1", "resources": {"limits": {GPU: "1"}}}
+    for part, values in (resources or {}).items():
+        container["resources"].setdefault(part, {}).update(values)
+    spec: dict = {"containers": [container]}
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def _create(cp, ns: str, pod: dict, dry_run: bool = False) -> tuple[int, dict]:
+    params = {"dryRun": "All"} if dry_run else None
+    return cp.api("POST", f"/api/v1/namespaces/{ns}/pods", pod, params=params, **OWNER)
+
+
+@pytest.mark.parametrize(
+    "case,priority_class",
+    [
+        ("system-node-critical", "system-node-critical"),
+        ("system-cluster-critical", "system-cluster-critical"),
+        ("a higher gpupool tier", HIGH),
+        ("an unrelated third-party class", VENDOR_HIGH),
+    ],
+)
+def test_the_guard_refuses_every_class_above_the_tier(applied, case, priority_class):
+    status, obj = _create(applied, TENANT, _pod(f"above-{priority_class}"[:63], priority_class))
+    assert status == 403, (case, status, obj)
+    message = obj.get("message", "")
+    assert f"ValidatingAdmissionPolicy 'gpupool-priority-guard.{TENANT}'" in message, message
+    assert f"above the tier {MID} (9000)" in message, message
+
+
+@pytest.mark.parametrize(
+    "case,priority_class,priority",
+    [
+        ("the own tier", MID, 9000),
+        ("a lower tier", LOW, 90),
+        ("a third-party class below the tier", VENDOR_LOW, 10),
+        ("no class", None, 0),
+    ],
+)
+def test_the_guard_admits_the_own_tier_lower_ones_and_no_class(applied, case, priority_class, priority):
+    status, obj = _create(applied, TENANT, _pod(f"ok-{priority_class or 'none'}", priority_class))
+    assert status == 201, (case, status, obj)
+    assert obj["spec"]["priority"] == priority, obj["spec"]
+
+
+def _resources(obj: dict) -> dict:
+    return obj["spec"]["containers"][0]["resources"]
+
+
+def test_a_gpu_pod_asking_for_more_memory_than_any_default_without_a_limit_is_admitted(applied):
+    status, obj = _create(applied, TENANT, _pod("big-request", resources={"requests": {"memory": "16Gi"}}))
+    assert status == 201, obj
+    assert _resources(obj)["requests"]["memory"] == "16Gi"
+    assert "memory" not in _resources(obj)["limits"], _resources(obj)  # no limit injected to refuse it or OOM it
+
+
+def test_a_gpu_pod_with_no_cpu_or_memory_gets_default_requests_and_no_limit(applied):
+    status, obj = _create(applied, TENANT, _pod("bare"))
+    assert status == 201, obj
+    r = _resources(obj)
+    assert (r["requests"]["cpu"], r["requests"]["memory"]) == ("100m", "256Mi"), r
+    assert set(r["limits"]) == {GPU}, r
+
+
+def test_a_limit_below_the_default_request_is_its_own_request(applied):
+    status, obj = _create(applied, TENANT, _pod("small-limit", resources={"limits": {"memory": "128Mi"}}))
+    assert status == 201, obj
+    assert _resources(obj)["requests"]["memory"] == "128Mi", _resources(obj)
+
+
+def test_a_default_limit_is_injected_only_where_the_spec_names_one(applied):
+    status, obj = _create(applied, LIMITED, _pod("bare"))
+    assert status == 201, obj
+    assert _resources(obj)["limits"] == {GPU: "1", "memory": "4Gi"}, _resources(obj)
+    status, obj = _create(applied, LIMITED, _pod("over-default", resources={"requests": {"memory": "16Gi"}}))
+    assert status == 422 and "must be less than or equal to memory limit" in obj.get("message", ""), obj

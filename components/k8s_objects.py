@@ -130,6 +130,8 @@ class Registry:
             custom_timeouts=timeouts,
             ignore_changes=list(obj.ignore_changes) or None,
             aliases=self.aliases(type_token(obj), obj.name, parent),
+            replace_on_changes=list(obj.replace_on_changes) or None,
+            delete_before_replace=bool(obj.replace_on_changes) or None,
         )
         resource = cls(self.prefix + obj.name, opts=opts, **kwargs)
         self.resources[obj.name] = resource

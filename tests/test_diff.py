@@ -55,7 +55,13 @@ TENANTS = {
 }
 
 
-def stack(root: Path, *, pools=None, tenants=None) -> Path:
+TIERS = [
+    {"name": "production", "priority": 1000, "isolation": "dedicated"},
+    {"name": "standard", "priority": 100},
+]
+
+
+def stack(root: Path, *, pools=None, tenants=None, tiers=None) -> Path:
     """A spec with one tenant file per tenant under tenants/."""
     root.mkdir(parents=True, exist_ok=True)
     spec = {
@@ -63,10 +69,7 @@ def stack(root: Path, *, pools=None, tenants=None) -> Path:
         "kind": "GpuPlatform",
         "cluster": {"name": "t"},
         "nodePools": pools if pools is not None else POOLS,
-        "tiers": [
-            {"name": "production", "priority": 1000, "isolation": "dedicated"},
-            {"name": "standard", "priority": 100},
-        ],
+        "tiers": tiers if tiers is not None else TIERS,
         "tenantFiles": ["tenants/"],
     }
     (root / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -166,6 +169,24 @@ def test_quota_change(base, tmp_path, capsys):
     assert (h.capacity_before, h.capacity_after, h.granted_before, h.granted_after) == (16, 16, 8, 12)
     assert (h.headroom_before, h.headroom_after) == (8, 4)
     assert 'spec.hard["requests.nvidia.com/gpu.shared"]: "8" → "12"' in out
+
+
+def test_a_tier_priority_edit_replaces_its_priority_class_and_says_what_that_means(base, tmp_path, capsys):
+    tiers = [TIERS[0], dict(TIERS[1], priority=200, description="now described")]
+    head = stack(tmp_path / "head", tiers=tiers)
+    code, out, _ = run(capsys, base, head)
+    assert code == 0
+    line = next(x for x in out.splitlines() if "tier-standard.yaml" in x)
+    assert "value: 100 → 200" in line and "REPLACED (the field is immutable" in line, line
+    assert "running pods keep their old priority until they are re-created" in line
+    assert "kubectl replace --force -f" in line
+    code, text, _ = run(capsys, base, head, "-o", "json")
+    (obj,) = [o for o in json.loads(text)["objects"] if o["file"] == "tier-standard.yaml"]
+    assert obj["replaced"] is True
+    # A description alone is updated in place.
+    only_text = stack(tmp_path / "desc", tiers=[TIERS[0], dict(TIERS[1], description="now described")])
+    code, out, _ = run(capsys, base, only_text)
+    assert "tier-standard.yaml" in out and "REPLACED" not in out
 
 
 def test_mig_layout_change_names_evicted_nodes(base, tmp_path, capsys):

@@ -245,7 +245,9 @@ class ObjectChange:
     fields: tuple[FieldChange, ...] = ()
     retained: bool = False  # removed but retainOnDelete: stays in the cluster, unmanaged
     patch: bool = False
-    replaced: bool = False  # its name changes (an ownerRole change renames the RoleBinding): delete and create
+    # its name changes (an ownerRole change renames the RoleBinding), or a field the API server never updates
+    # (Desired.replace_on_changes: a tier's PriorityClass value): deleted and created
+    replaced: bool = False
 
 
 @dataclass(frozen=True)
@@ -875,15 +877,17 @@ def object_changes(base_objects: list[manifests.Desired], head_objects: list[man
         elif ob is None:
             out.append(ObjectChange(name, Kind.ADDED, oa.kind, _object_name(oa.manifest), patch=oa.patch))
         elif not same(ob, oa):
+            fields = _header_changes(ob, oa) + field_changes(ob.manifest, oa.manifest)
             out.append(
                 ObjectChange(
                     name,
                     Kind.CHANGED,
                     oa.kind,
                     _object_name(oa.manifest),
-                    _header_changes(ob, oa) + field_changes(ob.manifest, oa.manifest),
+                    fields,
                     patch=oa.patch,
-                    replaced=_object_name(ob.manifest) != _object_name(oa.manifest),
+                    replaced=_object_name(ob.manifest) != _object_name(oa.manifest)
+                    or any(f.path in oa.replace_on_changes for f in fields),
                 )
             )
     return out

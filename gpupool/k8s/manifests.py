@@ -40,6 +40,7 @@ MIG_DISABLED = "all-disabled"
 HASH_ENV_PLUGIN = "GPUPOOL_DEVICE_PLUGIN_CONFIG_HASH"
 HASH_ENV_MIG = "GPUPOOL_MIG_CONFIG_HASH"
 ALWAYS_QUOTED = (m.GPU,)  # resource names every tenant quota lists, advertised or not
+PRIORITY_IMMUTABLE = ("value", "preemptionPolicy")  # a PriorityClass's fields the API server never updates
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,9 @@ class Desired:
     # Paths (Pulumi property paths) written when applied and then changed by others (MIG Manager's state
     # label): not diffed, so they are re-applied only with a change elsewhere in the object.
     ignore_changes: tuple[str, ...] = ()
+    # Fields the API server refuses to change in place (immutable): a change to one replaces the object,
+    # deleting it first (its name is fixed). Pulumi's replaceOnChanges + deleteBeforeReplace.
+    replace_on_changes: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -641,7 +645,9 @@ def build(spec: m.Spec) -> Plan:
         }
         if tier.description:
             obj["description"] = tier.description
-        plan.objects.append(Desired("tiers", f"tier-{tier.name}", obj))
+        # value and preemptionPolicy are immutable (kubernetes pkg/apis/scheduling/validation/validation.go,
+        # ValidatePriorityClassUpdate), and pulumi-kubernetes updates a PriorityClass in place.
+        plan.objects.append(Desired("tiers", f"tier-{tier.name}", obj, replace_on_changes=PRIORITY_IMMUTABLE))
     quoted = quota_resources(spec)
     for tenant in spec.tenants:
         plan.objects.extend(tenant_objects(spec, tenant, quoted))

@@ -326,12 +326,21 @@ def _object_lines(d, md: bool = False) -> list[tuple[str, str]]:
             more = len(o.fields) - MAX_FIELDS
             if more > 0:
                 shown.append(f"… {more} more")
-            how = "REPLACED (renamed: deleted and created)" if o.replaced else ""
+            how = (IMMUTABLE if o.object_kind == "PriorityClass" else RENAMED) if o.replaced else ""
             out.append(("~", f"{code(o.file)} ({what}): " + "; ".join(([how] if how else []) + shown)))
     return out
 
 
 HEADROOM_HEADERS = ["RESOURCE", "CAPACITY", "ALLOWED", "GRANTED", "HEADROOM"]
+
+
+RENAMED = "REPLACED (renamed: deleted and created)"
+# A tier's PriorityClass is replaced on a value change (Desired.replace_on_changes); say what that means.
+IMMUTABLE = (
+    "REPLACED (the field is immutable: deleted, then created again; running pods keep their old priority until"
+    " they are re-created, and pods created in between naming it are refused; with the render, run"
+    " `kubectl replace --force -f` on this file before applying)"
+)
 
 
 def _headroom_rows(d) -> list[list[str]]:

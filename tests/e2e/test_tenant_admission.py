@@ -1,7 +1,7 @@
 """What a tenant's namespace admits, on the real kube-apiserver v1.36.3: the priority guard and the container
 defaults, as `gpupool render` writes them and `kubectl apply --server-side` applies them.
 
-Proves (issue 19, items 1 and 7):
+Proves (issue 19, items 1, 7 and 4):
 - the guard refuses every class above the tenant's tier, whoever made it: `system-node-critical` and
   `system-cluster-critical` (built into every API server, `pkg/apis/scheduling/v1/helpers.go`), gpupool's own
   higher tier and an unrelated third-party class; it admits the own tier, a lower tier, a third-party class
@@ -10,7 +10,10 @@ Proves (issue 19, items 1 and 7):
 - the container defaults cannot break a GPU pod: a container asking for 16Gi without a limit, one with no
   resources and one whose limit is below the default request are all admitted with the requests they asked
   for (or the defaults) and no injected limit; a tenant whose spec names a default limit gets it (and the
-  API server then refuses a request above it, as the README says).
+  API server then refuses a request above it, as the README says);
+- a tier priority edit reaches the cluster through the render: a plain apply fails (value is immutable),
+  `kubectl replace --force` of the tier's file (what `gpupool diff` tells the user to run) and then the apply
+  succeed.
 
 Uses the shared control plane: the tenants, tiers and third-party classes are named uniquely per run.
 Only tenant and tier objects are applied (the node patches would create Node objects on a shared server).
@@ -171,3 +174,20 @@ def test_a_default_limit_is_injected_only_where_the_spec_names_one(applied):
     assert _resources(obj)["limits"] == {GPU: "1", "memory": "4Gi"}, _resources(obj)
     status, obj = _create(applied, LIMITED, _pod("over-default", resources={"requests": {"memory": "16Gi"}}))
     assert status == 422 and "must be less than or equal to memory limit" in obj.get("message", ""), obj
+
+
+def test_a_tier_priority_edit_applies_after_replacing_the_tiers_file(applied, tmp_path):
+    cp = applied
+    (tmp_path / "spec.yaml").write_text(SPEC.replace("priority: 9000}", "priority: 9500}"))
+    out = tmp_path / "out"
+    assert main(["render", str(tmp_path / "spec.yaml"), "--output-dir", str(out), "--operator", "values"]) == 0
+    tier_file = out / f"tier-{MID}.yaml"
+    uid = cp.get_json("priorityclass", MID)["metadata"]["uid"]
+    ssa = ("apply", "--server-side", "--force-conflicts", "-f")
+    plain = cp.kubectl(*ssa, str(tier_file), check=False)
+    assert plain.returncode != 0 and "value: Forbidden: may not be changed in an update" in plain.stderr, plain
+    cp.kubectl("replace", "--force", "-f", str(tier_file))
+    files = [p for p in sorted(out.glob("*.yaml")) if p.name.startswith(("tenant-", "tier-"))]
+    cp.kubectl("apply", "--server-side", "--force-conflicts", *(a for p in files for a in ("-f", str(p))))
+    pc = cp.get_json("priorityclass", MID)
+    assert pc["value"] == 9500 and pc["metadata"]["uid"] != uid

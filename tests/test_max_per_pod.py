@@ -107,3 +107,31 @@ def test_plan_and_diff_show_the_maximums():
         "tenant-team-a-max-per-pod.yaml",
         "tenant-team-a-max-per-pod-binding.yaml",
     }
+
+
+def _shared_spec(fail: bool, exclusive_too: bool = False) -> m.Spec:
+    ts = m.Sharing(time_slicing=m.TimeSlicing(4, rename=not exclusive_too, fail_requests_greater_than_one=fail))
+    pools = [m.NodePool("l4", "L4", 4, 1, nodes=("l1",), sharing=ts)]
+    if exclusive_too:  # a pool advertising the same name unshared: 2 per container can be allocated there
+        pools.append(m.NodePool("h100", "H100-80GB", 8, 1, nodes=("h1",)))
+    name = "nvidia.com/gpu" if exclusive_too else "nvidia.com/gpu.shared"
+    tenant = m.Tenant("team-a", "batch", gpus={name: 8})
+    return m.Spec(m.Cluster("c"), tuple(pools), (m.Tier("batch", 1000),), (tenant,))
+
+
+def test_fail_requests_greater_than_one_refuses_more_than_one_unit_per_container():
+    """k8s-device-plugin v0.20.0 internal/rm/rm.go refuses it per container at Allocate; refuse it at admission."""
+    policy = _objects(_shared_spec(True))["tenant-team-a-max-per-pod"].manifest
+    (check,) = policy["spec"]["validations"]
+    assert check["expression"].startswith("(variables.containers + variables.inits).all(c, ")
+    assert "'nvidia.com/gpu.shared'" in check["expression"] and check["expression"].endswith("<= 1)")
+    assert "at most one per container (failRequestsGreaterThanOne)" in check["messageExpression"]
+    # Without the flag, or where an unshared pool also advertises the name, nothing is refused.
+    assert "tenant-team-a-max-per-pod" not in _objects(_shared_spec(False))
+    assert "tenant-team-a-max-per-pod" not in _objects(_shared_spec(True, exclusive_too=True))
+
+
+def test_mps_allocates_one_unit_per_container():
+    """v0.20.0 api/config/v1/config.go lines 72-76: an unset MPS failRequestsGreaterThanOne becomes true."""
+    assert m.Sharing(mps=m.Mps(4)).one_per_container
+    assert not m.Sharing().one_per_container

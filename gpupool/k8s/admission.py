@@ -90,7 +90,12 @@ def _variable_name(index: int) -> str:
     return f"request{index}"
 
 
-def policy(tenant: m.Tenant, limits: dict[str, int], labels: dict[str, str]) -> dict[str, Any]:
+def policy(
+    tenant: m.Tenant, limits: dict[str, int], labels: dict[str, str], singles: list[str] | tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The tenant's per-pod maximums (`limits`), and for each of `singles` (shared resources the device plugin
+    allocates at most one of per container, failRequestsGreaterThanOne) a per-container check: such a pod
+    would pass the quota and be scheduled, then fail at kubelet Allocate (k8s-device-plugin internal/rm/rm.go)."""
     variables = [
         {"name": "spec", "expression": _POD_SPEC},
         {"name": "containers", "expression": "variables.spec.containers"},
@@ -112,6 +117,23 @@ def policy(tenant: m.Tenant, limits: dict[str, int], labels: dict[str, str]) -> 
                     f"'tenant {tenant.name}: ' + variables.what + ' requests ' + "
                     f"string(variables.{var}) + ' {resource}, above the per-pod maximum of {limit} "
                     f"(gpupool maxPerPod)'"
+                ),
+                "reason": "Forbidden",
+            }
+        )
+    for resource in sorted(singles):
+        one = _count("c", resource)
+        validations.append(
+            {
+                "expression": f"(variables.containers + variables.inits).all(c, {one} <= 1)",
+                "message": (
+                    f"a container requests more than 1 {resource}: the device plugin allocates at most one per "
+                    "container (failRequestsGreaterThanOne); use one unit per container, or whole GPUs"
+                ),
+                "messageExpression": (
+                    f"'tenant {tenant.name}: a container of ' + variables.what + ' requests more than 1 {resource}: "
+                    "the device plugin allocates at most one per container (failRequestsGreaterThanOne); use one "
+                    "unit per container, or whole GPUs'"
                 ),
                 "reason": "Forbidden",
             }

@@ -518,12 +518,14 @@ def max_per_pod_objects(spec: m.Spec, tenant: m.Tenant) -> list[Desired]:
     """The tenant's per-pod GPU maximums (gpupool.k8s.admission). Not retained on delete: removing a maximum
     from the spec must remove its enforcement (the quota, which is retained, still bounds the tenant)."""
     limits = spec.max_per_pod(tenant)
-    if not limits:
+    # Granted resources the device plugin allocates one per container (what is not granted, the quota refuses).
+    singles = [r for r in spec.one_per_container() if tenant.gpus.get(r) and not tenant.offboarded]
+    if not limits and not singles:
         return []
     comp, base = f"tenant:{tenant.name}", f"tenant-{tenant.name}"
     labels = {**MANAGED_BY, LABEL_TENANT: tenant.name}
     return [
-        Desired(comp, f"{base}-max-per-pod", admission.policy(tenant, limits, labels)),
+        Desired(comp, f"{base}-max-per-pod", admission.policy(tenant, limits, labels, singles)),
         Desired(
             comp, f"{base}-max-per-pod-binding", admission.binding(tenant, labels), depends_on=(f"{base}-max-per-pod",)
         ),

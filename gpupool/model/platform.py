@@ -104,6 +104,16 @@ class Sharing:
         return self.time_slicing is not None or self.mps is not None
 
     @property
+    def one_per_container(self) -> bool:
+        """The device plugin refuses more than one of this pool's shared units in one container, at kubelet
+        Allocate (k8s-device-plugin v0.20.0 internal/rm/rm.go, ValidateRequest: per container). For MPS the
+        plugin turns an unset failRequestsGreaterThanOne into true (api/config/v1/config.go, lines 72-76), and
+        gpupool never sets it there."""
+        if self.time_slicing:
+            return self.time_slicing.fail_requests_greater_than_one
+        return self.mps is not None
+
+    @property
     def replicas(self) -> int:
         if self.time_slicing:
             return self.time_slicing.replicas
@@ -319,6 +329,15 @@ class Spec:
             return {}
         tier = self.tier(tenant.tier)
         return dict(sorted({**(tier.max_per_pod if tier else {}), **tenant.max_per_pod}.items()))
+
+    def one_per_container(self) -> list[str]:
+        """Resource names no container can get more than one of: every pool advertising the name refuses it
+        (Sharing.one_per_container). A name an unshared pool also advertises can still be allocated there."""
+        by_name: dict[str, list[bool]] = {}
+        for pool in self.pools:
+            for name in pool.resources_per_node():
+                by_name.setdefault(name, []).append(pool.sharing.one_per_container)
+        return sorted(name for name, flags in by_name.items() if all(flags))
 
     def capacity(self) -> dict[str, int]:
         """Per advertised resource name, what all pools supply together."""

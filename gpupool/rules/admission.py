@@ -26,7 +26,7 @@ def _tier_paths(ctx: Context) -> dict[str, tuple]:
     return out
 
 
-def _declared(ctx: Context) -> Iterator[tuple[tuple, str, int]]:
+def declared_max_per_pod(ctx: Context) -> Iterator[tuple[tuple, str, int]]:
     """(path of the maxPerPod entry, resource, maximum) for every tier and tenant that declares one."""
     spec = ctx.spec
     if spec is None:  # callers return early without a model; this keeps the type checker informed
@@ -69,7 +69,7 @@ def max_per_pod_fits_a_node(ctx: Context) -> None:
     """
     if ctx.spec is None:
         return
-    for path, resource, limit in _declared(ctx):
+    for path, resource, limit in declared_max_per_pod(ctx):
         if not ctx.usable(path):
             continue
         supply, pool = largest_node_supply(ctx.spec, resource)

@@ -1,13 +1,14 @@
 """GP3xx: how a pool shares its GPUs (MIG, time-slicing, MPS) and what the device plugin accepts.
 
-These decide whether a pool's sharing can be built, so they run inside the model builder and are declared
-here with their documentation.
+Most decide whether a pool's sharing can be built, so they run inside the model builder and are declared
+here with their documentation; GP310 reads the built model.
 """
 
 from __future__ import annotations
 
 from gpupool.model import build as B
-from gpupool.rules.registry import declare
+from gpupool.rules.admission import declared_max_per_pod
+from gpupool.rules.registry import Context, declare, rule
 
 declare(
     B.MIG_NEEDS_MIXED,
@@ -83,3 +84,39 @@ Fails:
       - {name: l4, gpu: L4, gpusPerNode: 4, nodes: [n1], sharing: {mps: {replicas: 4}}}
 """,
 )
+
+
+@rule("GP310", "a per-pod maximum above 1 on a resource the device plugin gives one per container")
+def max_per_pod_on_one_per_container(ctx: Context) -> None:
+    """With `failRequestsGreaterThanOne` (the default for time-slicing, and always for MPS in device plugin
+    v0.20.0) the plugin refuses a container that asks for more than one shared unit, at kubelet Allocate,
+    after the quota and the scheduler let the pod through (k8s-device-plugin `internal/rm/rm.go`). A
+    maximum above 1 promises requests that fail on the node; gpupool's admission policy refuses such a
+    container at once, so the maximum must say 1.
+
+    Passes:
+
+        nodePools: [{name: l4, gpu: L4, gpusPerNode: 4, nodes: [n1], sharing: {timeSlicing: {replicas: 4}}}]
+        tenants:
+          - {name: team-a, tier: standard, owners: [a], gpus: {nvidia.com/gpu.shared: 8},
+             maxPerPod: {nvidia.com/gpu.shared: 1}}
+
+    Fails:
+
+        nodePools: [{name: l4, gpu: L4, gpusPerNode: 4, nodes: [n1], sharing: {timeSlicing: {replicas: 4}}}]
+        tenants:
+          - {name: team-a, tier: standard, owners: [a], gpus: {nvidia.com/gpu.shared: 8},
+             maxPerPod: {nvidia.com/gpu.shared: 2}}
+    """
+    if ctx.spec is None:
+        return
+    singles = set(ctx.spec.one_per_container())
+    for path, resource, limit in declared_max_per_pod(ctx):
+        if resource in singles and limit > 1 and ctx.usable(path):
+            ctx.error(
+                path,
+                f"{limit} {resource} per pod, but the device plugin allocates at most 1 {resource} per container "
+                "(failRequestsGreaterThanOne), and gpupool's admission policy refuses more: set maxPerPod to 1, "
+                "or set failRequestsGreaterThanOne: false on the pool's timeSlicing",
+                key=True,
+            )

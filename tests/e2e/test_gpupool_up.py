@@ -173,7 +173,10 @@ def test_mig_layout_edit_updates_the_mig_config_in_place_and_relabels_the_node(s
 
 
 def test_quota_rejects_a_pod_over_the_tenant_gpu_quota(stack, control_plane):
-    out = _create_pod(control_plane, "research", _pod("too-many", {"nvidia.com/gpu.shared": "9"}))
+    # Nine containers of one: a container of more is refused first, by failRequestsGreaterThanOne's check.
+    too_many = _pod("too-many", {"nvidia.com/gpu.shared": "1"})
+    too_many["spec"]["containers"] = [dict(too_many["spec"]["containers"][0], name=f"c{i}") for i in range(9)]
+    out = _create_pod(control_plane, "research", too_many)
     assert out.returncode != 0 and "exceeded quota" in out.stderr, out.stderr
     out = _create_pod(control_plane, "research", _pod("whole-gpu", {"nvidia.com/gpu": "1"}))
     assert out.returncode != 0 and "exceeded quota" in out.stderr, out.stderr

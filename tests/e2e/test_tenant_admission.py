@@ -1,7 +1,7 @@
 """What a tenant's namespace admits, on the real kube-apiserver v1.36.3: the priority guard and the container
 defaults, as `gpupool render` writes them and `kubectl apply --server-side` applies them.
 
-Proves (issue 19, items 1, 7 and 4):
+Proves (issue 19, items 1, 7, 6 and 4):
 - the guard refuses every class above the tenant's tier, whoever made it: `system-node-critical` and
   `system-cluster-critical` (built into every API server, `pkg/apis/scheduling/v1/helpers.go`), gpupool's own
   higher tier and an unrelated third-party class; it admits the own tier, a lower tier, a third-party class
@@ -11,6 +11,9 @@ Proves (issue 19, items 1, 7 and 4):
   resources and one whose limit is below the default request are all admitted with the requests they asked
   for (or the defaults) and no injected limit; a tenant whose spec names a default limit gets it (and the
   API server then refuses a request above it, as the README says);
+- with failRequestsGreaterThanOne (time-slicing's default), a container asking for 2 shared units is refused
+  at admission (the device plugin would fail it at kubelet Allocate, k8s-device-plugin `internal/rm/rm.go`,
+  per container); two containers of one are admitted;
 - a tier priority edit reaches the cluster through the render: a plain apply fails (value is immutable),
   `kubectl replace --force` of the tier's file (what `gpupool diff` tells the user to run) and then the apply
   succeed.
@@ -44,6 +47,7 @@ SPEC = textwrap.dedent(f"""\
     cluster: {{name: adm-guard, gpuOperator: {{namespace: adm-guard-gpu-operator}}}}
     nodePools:
       - {{name: h100, gpu: H100-80GB, gpusPerNode: 8, nodes: [adm-guard-h100-1, adm-guard-h100-2]}}
+      - {{name: l4, gpu: L4, gpusPerNode: 4, nodes: [adm-guard-l4-1], sharing: {{timeSlicing: {{replicas: 4}}}}}}
     tiers:
       - {{name: {HIGH}, priority: 900000}}
       - {{name: {MID}, priority: 9000}}
@@ -51,7 +55,7 @@ SPEC = textwrap.dedent(f"""\
     tenants:
       - name: {TENANT}
         tier: {MID}
-        gpus: {{nvidia.com/gpu: 12}}
+        gpus: {{nvidia.com/gpu: 12, nvidia.com/gpu.shared: 8}}
         compute: {{cpu: "64", memory: 512Gi}}
         owners: [adm-guard-owners]
       - name: {LIMITED}
@@ -174,6 +178,23 @@ def test_a_default_limit_is_injected_only_where_the_spec_names_one(applied):
     assert _resources(obj)["limits"] == {GPU: "1", "memory": "4Gi"}, _resources(obj)
     status, obj = _create(applied, LIMITED, _pod("over-default", resources={"requests": {"memory": "16Gi"}}))
     assert status == 422 and "must be less than or equal to memory limit" in obj.get("message", ""), obj
+
+
+def test_more_than_one_shared_unit_in_a_container_is_refused_and_one_per_container_admitted(applied):
+    shared = "nvidia.com/gpu.shared"
+    two = _pod("two-shared")
+    two["spec"]["containers"][0]["resources"] = {"limits": {shared: "2"}}
+    # Its policy was applied with the guard's; wait (bounded) until the API server enforces it too.
+    applied.wait_for(lambda: _create(applied, TENANT, two, dry_run=True)[0] != 201, 60, what="the shared-unit check")
+    status, obj = _create(applied, TENANT, two)
+    assert status == 403, obj
+    assert "at most one per container (failRequestsGreaterThanOne)" in obj.get("message", ""), obj
+    pair = _pod("one-each")
+    pair["spec"]["containers"] = [
+        {"name": n, "image": "registry.invalid/app:1", "resources": {"limits": {shared: "1"}}} for n in ("a", "b")
+    ]
+    status, obj = _create(applied, TENANT, pair)
+    assert status == 201, obj
 
 
 def test_a_tier_priority_edit_applies_after_replacing_the_tiers_file(applied, tmp_path):

@@ -57,3 +57,12 @@ def test_container_defaults_set_requests_and_a_limit_only_where_the_spec_names_o
     assert bottom["default"] == {"memory": "128Mi"}
     # The default request follows a named limit below it (a LimitRange with request > limit is invalid).
     assert bottom["defaultRequest"] == {"cpu": "100m", "memory": "128Mi"}
+
+
+def test_plan_says_a_tier_is_a_ceiling(tmp_path, capsys):
+    from gpupool.cli.main import main
+
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    assert main(["plan", str(tmp_path / "spec.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "tiers are ceilings: a pod without priorityClassName runs at priority 0" in out

@@ -20,6 +20,17 @@ class Gpu:
     memory_gb: int
     aliases: tuple[str, ...] = ()
     mig: GpuModel | None = None  # the MIG geometry, for MIG-capable models
+    compute_capability: str | None = None  # "8.9"; None where gpus.yaml does not say
+
+    @property
+    def mps_max_replicas(self) -> int | None:
+        """The most MPS clients (replicas) the MPS control daemon accepts per GPU of this model: 16 below
+        compute capability 7.5, else 48 (k8s-device-plugin v0.20.0 cmd/mps-control-daemon/mps/device.go,
+        maxClients and isAtLeastVolta). None when the compute capability is unknown."""
+        if self.compute_capability is None:
+            return None
+        major, minor = (int(x) for x in self.compute_capability.split("."))
+        return 48 if (major, minor) >= (7, 5) else 16
 
 
 @dataclass(frozen=True)
@@ -49,7 +60,8 @@ def known_gpus() -> dict[str, Gpu]:
     for name, entry in data["models"].items():
         if name in out:
             raise ValueError(f"gpus.yaml: {name} is also in the MIG catalog")
-        out[name] = Gpu(name, int(entry["memory_gb"]), tuple(entry.get("aliases", ())))
+        cc = entry.get("compute_capability")
+        out[name] = Gpu(name, int(entry["memory_gb"]), tuple(entry.get("aliases", ())), None, str(cc) if cc else None)
     return out
 
 

@@ -11,6 +11,10 @@ from gpupool.present.numbers import eq, money, pct, ratio, units
 from gpupool.present.tables import md_table, text_table
 from gpupool.present.text import plural
 
+# Said wherever tiers are shown: the guard (gpupool.k8s.priority_guard) bounds a tenant's priority from above,
+# nothing raises it. A pod without priorityClassName gets 0 (or the cluster's globalDefault class).
+TIER_IS_A_CEILING = "tiers are ceilings: a pod without priorityClassName runs at priority 0"
+
 
 def sections(plan) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...]]]:
     """(title, headers, rows, right-aligned columns) for every section of the plan."""
@@ -70,7 +74,7 @@ def sections(plan) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...
     )
     out.append(
         (
-            f"Tenants (share of the cluster's {plural(plan.total_gpus, 'GPU')})",
+            f"Tenants (share of {plural(plan.total_gpus, 'GPU')}; {TIER_IS_A_CEILING})",
             ["TENANT", "TIER", "COST CENTRE", "GPU-EQ", "SHARE"],
             [
                 [

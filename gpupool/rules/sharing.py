@@ -120,3 +120,41 @@ def max_per_pod_on_one_per_container(ctx: Context) -> None:
                 "or set failRequestsGreaterThanOne: false on the pool's timeSlicing",
                 key=True,
             )
+
+
+@rule("GP311", "MPS replicas above what the model's MPS control daemon accepts")
+def mps_replicas_within_the_models_maximum(ctx: Context) -> None:
+    """The MPS control daemon serves at most 16 clients per GPU below compute capability 7.5 (V100, P100) and
+    48 from 7.5 on, and refuses to start above that ("maximum allowed replicas exceeded"; k8s-device-plugin
+    v0.20.0 `cmd/mps-control-daemon/mps/device.go`, `assertReplicas`). The schema allows 48 for every model.
+
+    Passes:
+
+        cluster: {name: dev, migStrategy: none}
+        nodePools: [{name: v100, gpu: V100-32GB, gpusPerNode: 4, nodes: [n1], sharing: {mps: {replicas: 16}}}]
+        tenants:
+          - {name: team-a, tier: standard, owners: [a], gpus: {nvidia.com/gpu.shared: 8}}
+
+    Fails:
+
+        cluster: {name: dev, migStrategy: none}
+        nodePools: [{name: v100, gpu: V100-32GB, gpusPerNode: 4, nodes: [n1], sharing: {mps: {replicas: 32}}}]
+        tenants:
+          - {name: team-a, tier: standard, owners: [a], gpus: {nvidia.com/gpu.shared: 8}}
+    """
+    from gpupool.gpu.models import resolve_gpu
+
+    if ctx.built is None:
+        return
+    for pool in ctx.built.model.pools:
+        mps = pool.sharing.mps
+        found = resolve_gpu(pool.gpu_model).gpu
+        limit = found.mps_max_replicas if found else None
+        path = ctx.built.pool_paths.get(pool.name, ()) + ("sharing", "mps", "replicas")
+        if mps and limit is not None and mps.replicas > limit and ctx.usable(path):
+            ctx.error(
+                path,
+                f"{mps.replicas} MPS replicas, but the MPS control daemon accepts at most {limit} per GPU on "
+                f"{found.name} (compute capability {found.compute_capability}, below 7.5) and would not start; "
+                f"use at most {limit}",
+            )

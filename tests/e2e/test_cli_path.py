@@ -109,6 +109,9 @@ def test_onboarding_one_tenant_previews_exactly_that_tenant_s_objects(project, c
         "tenant-vision-priority-guard",
         "tenant-vision-priority-guard-policy",
         "tenant-vision-priority-guard-binding",
+        # gpu.shared is time-sliced with failRequestsGreaterThanOne: the per-container check (GP310's policy)
+        "tenant-vision-max-per-pod",
+        "tenant-vision-max-per-pod-binding",
         "tenant-vision-container-defaults",
         "tenant-vision-owners",
     }

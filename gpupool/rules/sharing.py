@@ -149,9 +149,11 @@ def mps_replicas_within_the_models_maximum(ctx: Context) -> None:
     for pool in ctx.built.model.pools:
         mps = pool.sharing.mps
         found = resolve_gpu(pool.gpu_model).gpu
-        limit = found.mps_max_replicas if found else None
+        if mps is None or found is None:
+            continue
+        limit = found.mps_max_replicas
         path = ctx.built.pool_paths.get(pool.name, ()) + ("sharing", "mps", "replicas")
-        if mps and limit is not None and mps.replicas > limit and ctx.usable(path):
+        if limit is not None and mps.replicas > limit and ctx.usable(path):
             ctx.error(
                 path,
                 f"{mps.replicas} MPS replicas, but the MPS control daemon accepts at most {limit} per GPU on "

@@ -104,23 +104,6 @@ def test_quota_edit_is_an_in_place_update_of_exactly_that_quota(stack, control_p
     assert quota["spec"]["hard"]["requests.nvidia.com/gpu.shared"] == "4"
 
 
-def test_a_tier_priority_edit_replaces_its_priority_class(stack, control_plane):
-    """value is immutable (kubernetes pkg/apis/scheduling/validation/validation.go): an in-place update would
-    fail `up`. gpupool registers the class with replaceOnChanges + deleteBeforeReplace (its name is fixed)."""
-    before = control_plane.get_json("priorityclass", "standard")
-    stack.edit("dev/spec.yaml", "priority: 10000", "priority: 20000")
-    ops = stack.preview_ops()
-    changed = {urn.split("::")[-1]: op for urn, op in ops.items() if op != "same"}
-    assert changed.get("tier-standard") in ("replace", "delete-replaced", "create-replacement"), changed
-    assert stack.up().summary.result == "succeeded"
-    after = control_plane.get_json("priorityclass", "standard")
-    assert after["value"] == 20000 and after["metadata"]["uid"] != before["metadata"]["uid"]
-    # The guards of the tier's tenants follow the new value.
-    policy = control_plane.get_json("validatingadmissionpolicy", "gpupool-priority-guard.notebooks")
-    assert [v["expression"] for v in policy["spec"]["validations"]] == ["variables.priority <= 20000"]
-    assert not {u: op for u, op in stack.preview_ops().items() if op != "same"}
-
-
 def test_time_slicing_edit_updates_the_config_map_in_place_and_rolls_the_device_plugin(stack, control_plane):
     stack.edit("dev/spec.yaml", "replicas: 4", "replicas: 6")
     ops = stack.preview_ops()

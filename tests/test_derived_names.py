@@ -260,7 +260,10 @@ def test_names_that_collided_before_are_distinct(tmp_path):
     assert plan.pool_configs["exclusive"]["devicePluginConfig"] == "exclusive"
     documents = render.render_documents(plan)
     render.write(documents, tmp_path / "out")
-    assert {str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*.yaml")} == set(documents)
+    from gpupool.k8s.gitops import KUSTOMIZATION_FILE
+
+    written = {str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*.yaml")}
+    assert written | {KUSTOMIZATION_FILE} == set(documents)
 
 
 def test_per_gpu_layouts_with_the_same_readable_name_get_different_config_names(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -72,9 +73,10 @@ def test_render_is_exactly_what_is_registered(stack):
 
     The component layer adds only Pulumi's own options: on Patch resources the provider's
     `pulumi.com/patchForce` annotation (components.k8s_objects.PATCH_ANNOTATIONS); registered minus exactly
-    that is the rendered object. The chart is a helm.v4.Chart whose values are the values of every
+    that is the rendered object, through gpupool.k8s.gitops.for_apply. The chart is a helm.v4.Chart whose values are the values of every
     rendered form (Flux HelmRelease, Argo CD Application, values file)."""
     from components.k8s_objects import PATCH_ANNOTATIONS
+    from gpupool.k8s import gitops
     from gpupool.k8s.delivery import MODES, VALUES_FILE
     from gpupool.k8s.render import render_documents
 
@@ -82,10 +84,9 @@ def test_render_is_exactly_what_is_registered(stack):
     registered = {a.name.removeprefix(P): a for a in mocks.created if a.custom}
     plan = manifests.build(load_valid_spec(f"stacks/{stack}/spec.yaml"))
     documents = render_documents(plan, "values")
-    assert len(documents) == len(plan.objects) + 1
+    as_registered = []
     for obj in plan.objects:
-        rendered = yaml.safe_load(documents[f"{obj.name}.yaml"])
-        assert obj.name in registered, f"{obj.name} rendered but not registered"
+        assert obj.name in registered, f"{obj.name} in the plan but not registered"
         inputs = json.loads(json.dumps(registered[obj.name].inputs))
         if obj.patch:
             # Pulumi's own: patchForce on every patch, every node patch's wait (tests/test_rollout*.py).
@@ -98,7 +99,14 @@ def test_render_is_exactly_what_is_registered(stack):
             assert {k: v for k, v in annotations.items() if k in pulumi_only} == pulumi_only, obj.name
             if rest:
                 inputs["metadata"]["annotations"] = rest
-        assert inputs == rendered, obj.name
+        as_registered.append(dataclasses.replace(obj, manifest=inputs))
+    # Render is the registered objects through gitops.for_apply, the only two transforms for plain applies
+    # (one Node document per node, prune protection where retained), plus the values file and the Kustomization.
+    files = gitops.for_apply(as_registered)
+    assert set(documents) == {f"{o.name}.yaml" for o in files} | {VALUES_FILE, gitops.KUSTOMIZATION_FILE}
+    for obj in files:
+        rendered = yaml.safe_load(documents[f"{obj.name}.yaml"])
+        assert obj.manifest == rendered, obj.name
         assert not any(k.startswith("pulumi.com/") for k in rendered["metadata"].get("annotations", {})), obj.name
     k8s_registered = {
         n

@@ -146,7 +146,9 @@ def test_output_dir_dash_writes_one_stream_to_stdout(tmp_path, monkeypatch, caps
     assert list(tmp_path.iterdir()) == []  # no directory named "-"
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
     plan = manifests.build(load_valid_spec(ROOT / "stacks/dev/spec.yaml"))
-    assert len(docs) == len(plan.objects) + 2  # + HelmRepository and HelmRelease
+    from gpupool.k8s import gitops
+
+    assert len(docs) == len(gitops.for_apply(plan.objects)) + 2  # + HelmRepository and HelmRelease
     kinds = [d["kind"] for d in docs]
     # registration order: each namespace comes before what lives in it
     for i, d in enumerate(docs):

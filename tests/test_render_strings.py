@@ -51,6 +51,8 @@ def kubectl_reads(text: str) -> list[dict]:
         item["metadata"]["annotations"].pop("gpupool.dev/probe")
         if not item["metadata"]["annotations"]:
             del item["metadata"]["annotations"]
+        if not item["metadata"]:  # the Kustomization has none; the probe made one
+            del item["metadata"]
     return items
 
 

@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 
 from gpupool import safe_write
-from gpupool.k8s import delivery
+from gpupool.k8s import delivery, gitops, rollout
 from gpupool.k8s.manifests import Desired, Plan, dump_yaml
 
 INDEX = ".gpupool-render"
@@ -63,6 +63,11 @@ def _document(obj: Desired) -> str:
         )
     if obj.retain_on_delete:
         header += " retainOnDelete=true"
+    if obj.kind == "Node" and rollout.LABEL_MIG_CONFIG in obj.manifest["metadata"].get("labels", {}):
+        header += (
+            "\n# gpupool: the final labels; the rolling MIG re-layout (cordon, relabel, wait, uncordon, a few nodes"
+            "\n# at a time) runs only under Pulumi: applied as files, every node of the pool is relabelled at once"
+        )
     if obj.wait_for:
         # Pulumi waits (pulumi.com/waitFor, added by the component); a plain apply does not (see docs/design.md, "Rolling MIG re-layout").
         header += f"\n# gpupool: pulumi waits up to {obj.timeout_seconds}s for {obj.wait_for}"
@@ -70,8 +75,9 @@ def _document(obj: Desired) -> str:
 
 
 def objects(plan: Plan, operator: str = delivery.DEFAULT_MODE) -> list[Desired]:
-    """The plan's objects with the operator chart as MODE's objects, in registration order."""
-    out = list(plan.objects)
+    """The plan's objects as files for a plain apply (gpupool.k8s.gitops: one Node document per node, prune
+    protection where retained) with the operator chart as MODE's objects, in registration order."""
+    out = gitops.for_apply(list(plan.objects))
     if plan.chart is not None:
         chart_objects = delivery.objects(plan.chart, operator)
         # Right after the config maps the chart depends on, as the component installs it.
@@ -83,11 +89,13 @@ def objects(plan: Plan, operator: str = delivery.DEFAULT_MODE) -> list[Desired]:
 def render_documents(plan: Plan, operator: str = delivery.DEFAULT_MODE) -> dict[str, str]:
     """file name -> text, in registration order. Patch objects are written as the patch gpupool applies."""
     out = {file_name(obj): _document(obj) for obj in objects(plan, operator)}
+    resources = list(out)
     if operator == "values" and plan.chart is not None:
         hint = delivery.helm_install_hint(plan.chart, f"<dir>/{delivery.VALUES_FILE}")
         out[delivery.VALUES_FILE] = (
             f"# gpupool: GPU Operator chart values (not a Kubernetes object)\n# {hint}\n" + dump_yaml(plan.chart.values)
         )
+    out[gitops.KUSTOMIZATION_FILE] = gitops.kustomization(resources)
     return out
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 import yaml
 
 from gpupool.cli.main import main
+from gpupool.k8s.delivery import VALUES_FILE
 
 from .cluster import ControlPlane, ControlPlaneError, _find_kubectl
 
@@ -96,6 +98,8 @@ def _render(stack: str, out: Path, operator: str) -> tuple[list[Path], list[Path
     )
     plain, chart = [], []
     for f in sorted(out.glob("*.yaml")):
+        if f.name == VALUES_FILE:
+            continue
         (chart if yaml.safe_load(f.read_text())["kind"] in CHART_KINDS else plain).append(f)
     return plain, chart
 
@@ -162,3 +166,137 @@ def test_the_crd_check_can_fail(cluster, tmp_path):
     p = _dry_run(cluster, [bad], tmp_path)
     assert p.returncode != 0
     assert "sourceRef" in p.stderr
+
+
+# -- real applies (no dry run): what kubectl, Flux (kustomize) and Argo CD users get ------------------------
+
+
+def _docs(out: Path) -> dict[str, dict]:
+    """The rendered Kubernetes objects by file name (not the values file, not the Kustomization)."""
+    return {f.name: yaml.safe_load(f.read_text()) for f in sorted(out.glob("*.yaml")) if f.name != VALUES_FILE}
+
+
+def _nodes_exist(cp: ControlPlane, docs) -> None:
+    for doc in docs:
+        name = doc["metadata"]["name"]
+        if doc["kind"] == "Node" and cp.kubectl("get", "node", name, check=False).returncode != 0:
+            cp.create_gpu_node(name)
+
+
+def _contains(want, live, where: str) -> None:
+    """WANT (a rendered object) is in LIVE (as stored): every field, value and list item it names."""
+    if isinstance(want, dict):
+        assert isinstance(live, dict), where
+        for k, v in want.items():
+            assert k in live, f"{where}.{k} missing"
+            _contains(v, live[k], f"{where}.{k}")
+    elif isinstance(want, list):
+        assert isinstance(live, list) and len(live) == len(want), where
+        for i, (w, got) in enumerate(zip(want, live, strict=True)):
+            _contains(w, got, f"{where}[{i}]")
+    else:
+        assert want == live, f"{where}: {want!r} != {live!r}"
+
+
+def _assert_applied(cp: ControlPlane, docs) -> None:
+    for doc in docs:
+        meta = doc["metadata"]
+        args = ["get", f"{doc['kind']}.{doc['apiVersion'].split('/')[0]}" if "/" in doc["apiVersion"] else doc["kind"]]
+        args += [meta["name"], "-o", "json"] + (["-n", meta["namespace"]] if meta.get("namespace") else [])
+        live = json.loads(cp.kubectl(*args).stdout)
+        _contains(doc, live, f"{doc['kind']}/{meta['name']}")
+
+
+def _assert_node_labels(cp: ControlPlane, stack: str) -> None:
+    """Every named node carries its pool's labels and, in a MIG pool, its mig.config (from the plan)."""
+    from gpupool.k8s import manifests
+    from gpupool.rules.engine import load_valid_spec
+
+    spec = load_valid_spec(REPO / "stacks" / stack / "spec.yaml")
+    plan = manifests.build(spec)
+    by_name = {o.name: o for o in plan.objects}
+    checked = 0
+    for pool in spec.pools:
+        for node in pool.nodes:
+            want = dict(by_name[manifests.node_patch_name(pool, node)].manifest["metadata"]["labels"])
+            if plan.pool_configs[pool.name]["migConfig"]:
+                want["nvidia.com/mig.config"] = plan.pool_configs[pool.name]["migConfig"]
+            live = json.loads(cp.kubectl("get", "node", node, "-o", "json").stdout)["metadata"]["labels"]
+            assert want.items() <= live.items(), (node, want, live)
+            checked += 1
+    assert checked
+
+
+def test_the_rendered_directory_applies_for_real_twice(cluster, tmp_path):
+    """`kubectl apply --server-side -f DIR`, run twice as docs/cli.md says, leaves every object as rendered and
+    every node with all of gpupool's labels (MIG nodes had five documents each and lost their labels).
+    The Kustomization in DIR is skipped by apply -f (no .yaml extension), so both runs exit 0."""
+    out = tmp_path / "out"
+    _render("dev", out, "helmrelease")
+    docs = _docs(out)
+    cluster.kubectl("create", "namespace", "gpu-operator", check=False)
+    _nodes_exist(cluster, docs.values())
+    # apply -f DIR goes by file name, so on a fresh cluster the first run may meet a tenant's quota before its
+    # namespace (docs/cli.md: "may need a second run"); nothing else may fail, and the second run must not.
+    first = cluster.kubectl("apply", "--server-side", "-f", str(out), check=False)
+    errors = [line for line in first.stderr.splitlines() if line.strip()]
+    assert all(
+        re.fullmatch(r'Error from server \(NotFound\): namespaces "[a-z0-9-]+" not found', e.strip()) for e in errors
+    ), errors
+    second = cluster.kubectl("apply", "--server-side", "-f", str(out), check=False)
+    assert second.returncode == 0, second.stderr
+    _assert_node_labels(cluster, "dev")
+    _assert_applied(cluster, docs.values())
+    names = [d["metadata"]["name"] for d in docs.values() if d["kind"] == "Node"]
+    assert len(names) == len(set(names)), "one Node document per node"
+    mig_nodes = [d for d in docs.values() if d["kind"] == "Node" and "nvidia.com/mig.config" in d["metadata"]["labels"]]
+    assert mig_nodes
+
+
+def test_the_rendered_stream_applies_for_real(cluster, tmp_path, capsys):
+    """`gpupool render --output-dir - | kubectl apply --server-side -f -` sets every label, mig.config too."""
+    assert main(["render", str(REPO / "stacks" / "prod" / "spec.yaml"), "--output-dir", "-"]) == 0
+    text = capsys.readouterr().out
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    cluster.kubectl("create", "namespace", "gpu-operator", check=False)
+    _nodes_exist(cluster, docs)
+    p = cluster.kubectl("apply", "--server-side", "-f", "-", input=text, check=False)
+    assert p.returncode == 0, p.stderr
+    _assert_node_labels(cluster, "prod")
+    _assert_applied(cluster, docs)
+    assert any(d["kind"] == "Node" and "nvidia.com/mig.config" in d["metadata"]["labels"] for d in docs)
+
+
+@pytest.mark.parametrize("operator", ["values", "helmrelease", "argocd"])
+def test_kubectl_kustomize_builds_the_directory(operator, cluster, tmp_path):
+    """What Flux's kustomize-controller and Argo CD build: every rendered object exactly once."""
+    out = tmp_path / "out"
+    _render("dev", out, operator)
+    p = cluster.kubectl("kustomize", str(out), check=False)
+    assert p.returncode == 0, p.stderr
+    built = [d for d in yaml.safe_load_all(p.stdout) if d]
+    ids = [(d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]) for d in built]
+    assert len(ids) == len(set(ids))
+    rendered = _docs(out).values()
+    assert sorted(ids) == sorted(
+        (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]) for d in rendered
+    )
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod", "dev-costCenter-0815"])
+def test_every_rendered_file_passes_kubectl_create_dry_run_client(stack, cluster, tmp_path):
+    spec = REPO / "stacks" / stack / "spec.yaml"
+    if stack == "dev-costCenter-0815":
+        shutil.copytree(REPO / "stacks" / "dev", tmp_path / "dev")
+        tenant = tmp_path / "dev" / "tenants" / "research.yaml"
+        tenant.write_text(tenant.read_text().replace("costCenter: cc-3300", 'costCenter: "0815"'))
+        spec = tmp_path / "dev" / "spec.yaml"
+    for operator in ("helmrelease", "argocd", "values"):
+        out = tmp_path / f"out-{operator}"
+        assert main(["render", str(spec), "--output-dir", str(out), "--operator", operator]) == 0
+        files = [str(out / name) for name in _docs(out)]
+        p = cluster.kubectl(
+            "create", "--dry-run=client", "-o", "name", *[a for f in files for a in ("-f", f)], check=False
+        )
+        assert p.returncode == 0, p.stderr
+        assert len(p.stdout.splitlines()) == len(files)

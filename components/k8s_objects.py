@@ -16,6 +16,7 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi_kubernetes._utilities import get_version as k8s_version
 
 from gpupool.k8s import rollout
 from gpupool.k8s.manifests import Chart, Desired
@@ -44,6 +45,30 @@ _CLASSES: dict[tuple[str, str, bool], Callable] = {
 
 # Objects of CRDs gpupool creates (the CRDs come from elsewhere: the Prometheus Operator).
 _CUSTOM = {("monitoring.coreos.com/v1", "PrometheusRule", False)}
+
+
+class _CrdObject(pulumi.CustomResource):
+    """An object of a CRD kind (Kueue's) with its top-level fields as they are: pulumi_kubernetes'
+    apiextensions.CustomResource takes only `spec`, and a WorkloadPriorityClass has `value` at the top. The
+    provider serves any `kubernetes:<group>/<version>:<Kind>` type token as a custom resource."""
+
+    def __init__(self, name: str, api_version: str, kind: str, opts: pulumi.ResourceOptions, **fields: Any):
+        props = {"apiVersion": api_version, "kind": kind, **fields}
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=k8s_version()))
+        super().__init__(f"kubernetes:{api_version}:{kind}", name, props, opts)
+
+
+def _custom_resource(api_version: str, kind: str) -> Callable:
+    def make(name: str, opts: pulumi.ResourceOptions, **fields: Any) -> pulumi.Resource:
+        return _CrdObject(name, api_version, kind, opts, **fields)
+
+    return make
+
+
+def _resource_class(api_version: str, kind: str, patch: bool) -> Callable:
+    if api_version.startswith("kueue.x-k8s.io/") and not patch:
+        return _custom_resource(api_version, kind)
+    return _CLASSES[(api_version, kind, patch)]
 
 
 def _snake(name: str) -> str:
@@ -117,7 +142,7 @@ class Registry:
             cls: Callable = k8s.apiextensions.CustomResource
             kwargs = {_snake(k): v for k, v in pulumi_inputs(obj).items()}
         else:
-            cls = _CLASSES[key]
+            cls = _resource_class(*key)
             kwargs = {_snake(k): v for k, v in pulumi_inputs(obj).items() if k not in ("apiVersion", "kind")}
         timeouts = None
         if obj.timeout_seconds:

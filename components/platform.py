@@ -29,7 +29,7 @@ from pathlib import Path
 import pulumi
 
 from gpupool.analysis import plan as capacity_plan
-from gpupool.k8s import manifests
+from gpupool.k8s import kueue, manifests
 from gpupool.model import platform as m
 from gpupool.model import sharding
 
@@ -39,6 +39,7 @@ from .k8s_objects import Registry, legacy_urn
 from .monitoring import Monitoring
 from .node_pool import NodePool
 from .provider import ProviderSettingsError, checked, kubernetes_provider
+from .queueing import Queueing
 from .tenancy import Tenant
 from .tiers import PriorityTiers
 
@@ -233,6 +234,8 @@ class GpuPlatform(pulumi.ComponentResource):
             PriorityTiers(f"{name}-tiers", parts.get("tiers", []), registry, opts_for("tiers", PriorityTiers.TYPE))
             if parts.get("monitoring"):
                 Monitoring(f"{name}-monitoring", parts["monitoring"], registry, opts_for("monitoring", Monitoring.TYPE))
+            if parts.get(kueue.COMPONENT):
+                Queueing(f"{name}-queueing", parts[kueue.COMPONENT], registry, opts_for("queueing", Queueing.TYPE))
         self.tenant_components: dict[str, Tenant] = {}
         for tenant in held:
             self.tenant_components[tenant.name] = Tenant(

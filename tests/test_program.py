@@ -14,6 +14,7 @@ import yaml
 
 from components.program import PLATFORM_NAME
 from gpupool.k8s import manifests
+from gpupool.model import queues
 from gpupool.rules.engine import load_valid_spec
 from tests.pulumi_mocks import canonical, run_program, snapshot
 
@@ -146,6 +147,10 @@ def test_every_gpu_quota_lists_every_advertised_resource(stack):
         tenant = next(t for t in spec.tenants if quota.name == f"{P}tenant-{t.name}-gpu-quota")
         for resource in advertised:
             want = 0 if tenant.offboarded else tenant.gpus.get(resource, 0)
+            if spec.queueing is not None:
+                # Under Kueue: the most it can admit (nominal + borrowing), never below the grant's nominal part.
+                want = queues.max_admitted(spec, spec.queueing)[tenant.name].get(resource, 0)
+                assert want >= queues.guaranteed(spec, tenant, resource)
             assert hard[f"requests.{resource}"] == str(want)
 
 

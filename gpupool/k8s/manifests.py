@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from gpupool.k8s import admission, priority_guard, rollout
+from gpupool.k8s import admission, kueue, priority_guard, rollout
 from gpupool.k8s.naming import bounded, content_hash
 from gpupool.model import platform as m
+from gpupool.model import queues
 from gpupool.model.owners import Subject, parse_owner
 from gpupool.monitoring import objects as monitoring
 
@@ -375,7 +376,7 @@ def quota_resources(spec: m.Spec) -> list[str]:
     return sorted(set(spec.advertised_resources()) | set(ALWAYS_QUOTED))
 
 
-def tenant_objects(spec: m.Spec, tenant: m.Tenant, quoted: list[str]) -> list[Desired]:
+def tenant_objects(spec: m.Spec, tenant: m.Tenant, quoted: list[str], kq: QueueObjects | None = None) -> list[Desired]:
     comp = f"tenant:{tenant.name}"
     base = f"tenant-{tenant.name}"
     ns = tenant.namespace
@@ -392,6 +393,10 @@ def tenant_objects(spec: m.Spec, tenant: m.Tenant, quoted: list[str]) -> list[De
     after_ns = (f"{base}-ns",)
     # Offboarded tenants keep their namespace until removed from the spec, but may start no GPU work.
     grants = {} if tenant.offboarded else tenant.gpus
+    if kq is not None:
+        # Under Kueue the quota is the hard ceiling for what bypasses it, sized to the most Kueue can admit
+        # for the tenant (nominal + borrowing): Kueue does not read ResourceQuotas (gpupool.model.queues).
+        grants = kq.admitted.get(tenant.name, {})
     hard = {f"requests.{name}": str(grants.get(name, 0)) for name in quoted}
     out.append(
         Desired(
@@ -489,6 +494,11 @@ def tenant_objects(spec: m.Spec, tenant: m.Tenant, quoted: list[str]) -> list[De
                 depends_on=after_ns,
             )
         )
+    if kq is not None and tenant.name in kq.by_tenant:
+        out += [
+            Desired(comp, f"{base}-{obj['kind'].lower()}", obj, depends_on=after_ns)
+            for obj in kq.by_tenant[tenant.name]
+        ]
     # Dropping a tenant from the spec leaves everything of it in place, quotas included (an unmanaged
     # namespace without its quota could take every GPU). Only an offboarded tenant may be deleted.
     # The owners' binding is the exception: retained, a replaced binding (ownerRole admin -> view) would keep
@@ -650,8 +660,49 @@ def build(spec: m.Spec) -> Plan:
         # value and preemptionPolicy are immutable (kubernetes pkg/apis/scheduling/validation/validation.go,
         # ValidatePriorityClassUpdate), and pulumi-kubernetes updates a PriorityClass in place.
         plan.objects.append(Desired("tiers", f"tier-{tier.name}", obj, replace_on_changes=PRIORITY_IMMUTABLE))
+    kq = queue_objects(spec)
+    if kq is not None:
+        plan.objects.extend(kq.platform)
     quoted = quota_resources(spec)
     for tenant in spec.tenants:
-        plan.objects.extend(tenant_objects(spec, tenant, quoted))
+        plan.objects.extend(tenant_objects(spec, tenant, quoted, kq))
     plan.objects.extend(monitoring.objects(spec, after=("gpu-operator-ns",)))
     return plan
+
+
+# -- Queueing (Kueue) ---------------------------------------------------------------------------
+
+
+@dataclass
+class QueueObjects:
+    """The Kueue objects of an opted-in spec: the platform's, and each tenant's ClusterQueue and LocalQueue."""
+
+    platform: list[Desired]
+    by_tenant: dict[str, list[dict[str, Any]]]
+    admitted: dict[str, dict[str, int]]  # tenant -> resource -> the most Kueue can admit (its quota's size)
+
+
+def queue_objects(spec: m.Spec) -> QueueObjects | None:
+    qs = spec.queueing
+    if qs is None:
+        return None
+    labels = dict(MANAGED_BY)
+    comp = kueue.COMPONENT
+    platform = [Desired(comp, f"flavor-{p.name}", kueue.resource_flavor(p, labels, LABEL_POOL)) for p in spec.pools]
+    platform += [Desired(comp, f"cohort-{c.name}", kueue.cohort(c, labels)) for c in qs.all_cohorts()]
+    platform += [
+        Desired(comp, f"workload-priority-{t.name}", kueue.workload_priority_class(t, {**labels, LABEL_TIER: t.name}))
+        for t in spec.tiers
+    ]
+    policy, binding = kueue.queue_policy(spec, labels, LABEL_TENANT, LABEL_TIER)
+    platform += [
+        Desired(comp, "queue-policy", policy),
+        Desired(comp, "queue-policy-binding", binding, depends_on=("queue-policy",)),
+    ]
+    by_tenant: dict[str, list[dict[str, Any]]] = {}
+    tenants = {t.name: t for t in spec.tenants}
+    for name, queue in queues.tenant_queues(spec, qs).items():
+        tenant = tenants[name]
+        tlabels = {**labels, LABEL_TENANT: name, LABEL_TIER: tenant.tier}
+        by_tenant[name] = [kueue.cluster_queue(queue, qs, tlabels, LABEL_TENANT), kueue.local_queue(tenant, tlabels)]
+    return QueueObjects(platform, by_tenant, queues.max_admitted(spec, qs))

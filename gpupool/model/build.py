@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from gpupool.model import platform as m
+from gpupool.model.queueing import Queueing
+from gpupool.model.queueing import from_data as queueing_from_data
 from gpupool.spec.diagnostics import ERROR, WARNING, Report, did_you_mean, one_of
 from gpupool.spec.loader import LoadedSpec
 from gpupool.spec.quantity import parse_quantity
@@ -115,6 +117,7 @@ class _Builder:
             self.loaded.path,
             self.tenant_shards(),
             monitoring=self.monitoring(),
+            queueing=self.queueing(cluster),
         )
         return Built(
             spec,
@@ -179,6 +182,12 @@ class _Builder:
         if not isinstance(raw, dict) or not self.usable(("sharding",)):
             return 0
         return int(raw["tenantShards"])
+
+    def queueing(self, cluster: m.Cluster | None) -> Queueing | None:
+        raw = self.data.get("queueing")
+        if not isinstance(raw, dict) or not self.usable(("queueing",)):
+            return None
+        return queueing_from_data(raw, cluster.name if cluster else "unknown")
 
     # -- tiers -------------------------------------------------------------------------------
     def tiers(self) -> dict[str, m.Tier | None]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from gpupool.gpu.mig import RESOURCE_PREFIX as MIG_PREFIX
 from gpupool.gpu.mig import mig_resource
+from gpupool.model.queueing import Queueing
 
 __all__ = ["MIG_PREFIX", "mig_resource"]  # re-exported: the model names MIG resources as the catalog does
 
@@ -314,6 +315,7 @@ class Spec:
     source_path: str = ""
     tenant_shards: int = 0  # sharding.tenantShards; 0 = one stack holds everything (gpupool.model.sharding)
     monitoring: Monitoring = field(default_factory=Monitoring)
+    queueing: Queueing | None = None  # the opt-in Kueue block (gpupool.model.queues derives the quotas)
 
     @property
     def active_tenants(self) -> tuple[Tenant, ...]:

@@ -25,6 +25,7 @@ RULE_MODULES: tuple[str, ...] = (
     "admission",
     "bounds",
     "monitoring",
+    "queueing",
 )
 
 for _name in RULE_MODULES:

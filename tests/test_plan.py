@@ -211,7 +211,9 @@ def test_json_documented_keys(plan):
         "costCenters",
         "migRollouts",
         "maxPerPod",
+        "queues",
     }
+    assert doc["queues"] == []  # no queueing block here (tests/test_queueing.py has one)
     assert doc["hoursPerMonth"] == 730 and doc["ok"] is True
     assert set(doc["totals"]) == {
         "gpus",

@@ -23,6 +23,7 @@ from fractions import Fraction
 from functools import cached_property
 
 from gpupool.model import platform as m
+from gpupool.model import queues as queue_model
 
 HOURS_PER_MONTH = 730
 SCHEMA_VERSION = 1
@@ -273,6 +274,7 @@ class CapacityPlan:
     total: Cost = field(default_factory=Cost)
     rollouts: tuple[RolloutLine, ...] = ()
     max_per_pod: tuple[MaxPerPodLine, ...] = ()
+    queues: tuple[queue_model.FlavorLine, ...] = ()  # Kueue quotas per flavor (only with `queueing:`)
 
     @property
     def priced(self) -> bool:
@@ -460,6 +462,7 @@ def compute(spec: m.Spec) -> CapacityPlan:
         total,
         rollouts(spec),
         max_per_pod(spec),
+        tuple(queue_model.flavor_lines(spec, spec.queueing)) if spec.queueing else (),
     )
 
 
@@ -648,5 +651,18 @@ def to_json(plan: CapacityPlan) -> dict:
                 "quota": x.quota,
             }
             for x in plan.max_per_pod
+        ],
+        "queues": [
+            {
+                "flavor": x.flavor,
+                "resource": x.resource,
+                "capacity": x.capacity,
+                "nominal": x.nominal,
+                "cohortQuota": x.cohort_quota,
+                "lendable": x.lendable,
+                "reserved": x.reserved,
+                "borrowable": x.borrowable,
+            }
+            for x in plan.queues
         ],
     }

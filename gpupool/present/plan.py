@@ -220,6 +220,26 @@ def sections(plan) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...
                 (1, 2, 3, 4),
             )
         )
+    if plan.queues:
+        out.append(
+            (
+                "Kueue quota by flavor (NOMINAL guaranteed; LENDABLE lent when idle; BORROWABLE + cohort quota)",
+                ["FLAVOR", "RESOURCE", "CAPACITY", "NOMINAL", "COHORT", "LENDABLE", "BORROWABLE"],
+                [
+                    [
+                        x.flavor,
+                        x.resource,
+                        str(x.capacity),
+                        str(x.nominal),
+                        str(x.cohort_quota),
+                        str(x.lendable),
+                        str(x.borrowable),
+                    ]
+                    for x in plan.queues
+                ],
+                (2, 3, 4, 5, 6),
+            )
+        )
     return out
 
 

@@ -84,8 +84,9 @@ def cohort(c: Any, labels: dict[str, str]) -> dict[str, Any]:
     return {"apiVersion": API, "kind": "Cohort", "metadata": _meta(c.name, labels), "spec": spec}
 
 
-def _number(x: float) -> int | float:
-    return int(x) if float(x).is_integer() else x
+def _number(x: float) -> int | str:
+    """A weight as a Kubernetes quantity (int-or-string: 0.5 must be the string "0.5")."""
+    return int(x) if float(x).is_integer() else str(x)
 
 
 def cluster_queue(queue: q.TenantQueue, queueing: Queueing, labels: dict[str, str], tenant_label: str) -> dict:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the gpupool toolchain (pulumi CLI, pulumi-language-python, pulumi-resource-kubernetes,
 # kube-apiserver, kube-controller-manager, etcd, gofakes3, an S3-compatible server for the state-backend
-# tests, and prometheus with promtool for the monitoring tests) from Go modules into a cache OUTSIDE the repo.
+# tests, prometheus with promtool for the monitoring tests, and Kueue's manager for the queueing tests)
+# from Go modules into a cache OUTSIDE the repo.
 #
 #   toolchain/build.sh                  build what is missing; last stdout line = bin dir
 #   toolchain/build.sh --print-bin-dir  print the bin dir only (no build); exit 0
@@ -54,6 +55,7 @@ component pulumi-language-python "$PULUMI_LANGUAGE_PYTHON_VERSION" build_languag
 component pulumi-resource-kubernetes "$PULUMI_K8S_PROVIDER_VERSION-${PULUMI_K8S_PROVIDER_MODULE_VERSION##*-}" build_provider
 component gofakes3 "$GOFAKES3_VERSION" build_gofakes3
 component prometheus "$PROMETHEUS_VERSION" build_prometheus also=promtool
+component kueue-manager "$KUEUE_VERSION" build_kueue also=kueue-crds.yaml
 
 case "${1:-}" in
   --print-bin-dir) echo "$BIN_DIR"; exit 0 ;;
@@ -229,6 +231,17 @@ build_prometheus() { # out (promtool lands next to it)
     && go build -tags remove_all_sd -trimpath -ldflags "-s -w -X github.com/prometheus/common/version.Version=${v#v}" \
       -o "$d/" "$m/cmd/prometheus" "$m/cmd/promtool")
   mv -f "$d/promtool" "$(dirname "$1")/promtool"; mv -f "$d/prometheus" "$1"; rm -rf "$d"
+}
+
+# Kueue's manager (cmd/kueue) for tests/e2e/test_kueue.py, and its CRDs from the same module zip
+# (config/components/crd/bases, what the release's manifests install), concatenated next to the binary.
+build_kueue() { # out
+  local v="$KUEUE_VERSION" w="$SRC_DIR/kueue-$KUEUE_VERSION" src
+  new_wrapper "$w" gpupool.local/toolchain/kueue
+  (cd "$w" && go get "sigs.k8s.io/kueue/cmd/kueue@$v" \
+    && go build -trimpath -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$v" -o "$1" sigs.k8s.io/kueue/cmd/kueue)
+  src="$(moddir "sigs.k8s.io/kueue@$v")"
+  for f in "$src"/config/components/crd/bases/*.yaml; do printf -- '---\n'; cat "$f"; done > "$(dirname "$1")/kueue-crds.yaml"
 }
 
 # ---------------------------------------------------------------- the build

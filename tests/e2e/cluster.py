@@ -160,6 +160,7 @@ class ControlPlane:
         keep_workdir: bool = False,
         start_timeout: float = 120.0,
         extra_apiserver_args: Sequence[str] = (),
+        extra_controllers: Sequence[str] = (),
     ):
         self.bin_dir = Path(bin_dir)
         for b in BINARIES:
@@ -170,6 +171,7 @@ class ControlPlane:
         self.keep_workdir = keep_workdir
         self.start_timeout = start_timeout
         self.extra_apiserver_args = list(extra_apiserver_args)
+        self.controllers = CONTROLLERS + tuple(extra_controllers)  # e.g. job-controller, for Jobs' pods
         self._procs: dict[str, subprocess.Popen] = {}
         self._argv: dict[str, list[str]] = {}
         self._probes: dict[str, Any] = {}
@@ -305,7 +307,7 @@ class ControlPlane:
                 "--bind-address=127.0.0.1",
                 f"--secure-port={kcm_port}",
                 f"--cert-dir={self.workdir / 'kcm-certs'}",
-                f"--controllers={','.join(CONTROLLERS)}",
+                f"--controllers={','.join(self.controllers)}",
                 "--use-service-account-credentials=false",
                 "--leader-elect=false",
                 "--resource-quota-sync-period=15s",

@@ -156,7 +156,8 @@ def cohort_cycles(ctx: Context) -> None:
         if parent not in parents:
             ctx.error(path + ("parent",), f"not a cohort{did_you_mean(parent, parents)}; cohorts: {one_of(parents)}")
             continue
-        node, seen = c["name"], set()
+        node: str | None = c["name"]
+        seen: set[str] = set()
         while node is not None and node not in seen:
             seen.add(node)
             node = parents.get(node)

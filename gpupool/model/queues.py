@@ -88,10 +88,10 @@ def nominal_split(spec: m.Spec, queueing: Queueing) -> dict[tuple[str, str, str]
     not fit lands on the last pool, where GP620 reports it."""
     left = {(p.name, r): c for p in spec.pools for r, c in p.capacity().items()}
     for cohort in queueing.cohorts:
-        for pool, resources in cohort.quota.items():
+        for reserved_on, resources in cohort.quota.items():
             for r, n in resources.items():
-                if (pool, r) in left:
-                    left[(pool, r)] -= n
+                if (reserved_on, r) in left:
+                    left[(reserved_on, r)] -= n
     out: dict[tuple[str, str, str], int] = {}
     for tenant in _fill_order(spec):
         pools_of: dict[str, list[str]] = {}
@@ -99,10 +99,10 @@ def nominal_split(spec: m.Spec, queueing: Queueing) -> dict[tuple[str, str, str]
             pools_of.setdefault(r, []).append(pool.name)
         for r, pools in pools_of.items():
             need = guaranteed(spec, tenant, r)
-            for i, pool in enumerate(pools):
-                take = need if i == len(pools) - 1 else min(need, max(left[(pool, r)], 0))
-                out[(tenant.name, pool, r)] = take
-                left[(pool, r)] -= take
+            for i, name in enumerate(pools):
+                take = need if i == len(pools) - 1 else min(need, max(left[(name, r)], 0))
+                out[(tenant.name, name, r)] = take
+                left[(name, r)] -= take
                 need -= take
     return out
 

@@ -121,7 +121,8 @@ def _object_rows(node: dict, root: dict, path: str, seen: tuple[str, ...]) -> li
             continue
         out += rows(child, root, f"{path}.{key}" if path else key, key in required, seen)
     extra = node.get("additionalProperties")
-    if isinstance(extra, dict) and node.get("properties"):
+    # A map of objects (queueing.tiers: tier name -> policy) has rows for the objects' fields too.
+    if isinstance(extra, dict) and (node.get("properties") or "properties" in _resolve(extra, root)[0]):
         out += rows(extra, root, f"{path}.<name>", False, seen)
     return out
 

@@ -26,26 +26,10 @@ runtime:
     toolchain: pip
     virtualenv: .venv          # `pulumi install` installs requirements.txt into it
 stackConfigDir: stacks
-config:
-  spec:
-    type: string
-    description: Path of the stack's spec, relative to the project directory (e.g. stacks/dev/spec.yaml).
-  kubeconfig:
-    type: string
-    default: ""
-    description: Kubeconfig contents or path (default - the ambient KUBECONFIG).
-  context:
-    type: string
-    default: ""
-    description: Kubeconfig context (default - the current context).
-  operatorChartPath:
-    type: string
-    default: ""
-    description: A local GPU Operator chart instead of the spec's pinned repository chart (offline use).
-  skipAwait:
-    type: boolean
-    default: false
-    description: Do not wait for the operator chart's workloads to become ready.
+# Stack config (stacks/Pulumi.<stack>.yaml) is in gpupool's namespace: gpupool:spec (required),
+# gpupool:kubeconfig, gpupool:context, gpupool:operatorChartPath, gpupool:skipAwait. A `config:` block here
+# would declare keys in this project's namespace instead, and Pulumi would then require a project-namespaced
+# spec the program never reads.
 """
 
 MAIN_PY = '''\

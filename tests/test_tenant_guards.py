@@ -37,11 +37,15 @@ def test_every_tenant_gets_a_guard_on_its_tiers_value_even_in_the_top_tier(tmp_p
         assert policy["kind"] == "ValidatingAdmissionPolicy"
         assert [v["expression"] for v in policy["spec"]["validations"]] == [f"variables.priority <= {value}"]
         rules = policy["spec"]["matchConstraints"]["resourceRules"]
-        assert rules == [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"]}]
+        assert rules == [
+            {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"], "scope": "*"}
+        ]
         binding = objects[f"tenant-{tenant}-priority-guard-binding"]
         assert binding.manifest["spec"]["policyName"] == policy["metadata"]["name"]
-        assert binding.manifest["spec"]["matchResources"]["namespaceSelector"] == {
-            "matchLabels": {"kubernetes.io/metadata.name": tenant}
+        assert binding.manifest["spec"]["matchResources"] == {
+            "matchPolicy": "Equivalent",
+            "objectSelector": {},
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": tenant}},
         }
         # Kept when the tenant leaves the spec, like its namespace and quotas.
         assert objects[f"tenant-{tenant}-priority-guard-policy"].retain_on_delete

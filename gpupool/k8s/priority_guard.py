@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpupool.k8s.admission import API_VERSION, NAMESPACE_NAME_LABEL
+from gpupool.k8s.admission import API_VERSION, MATCH_DEFAULTS, NAMESPACE_NAME_LABEL
 from gpupool.model import platform as m
 
 POLICY_PREFIX = "gpupool-priority-guard."
@@ -40,10 +40,19 @@ def policy(tenant: m.Tenant, tier: m.Tier, labels: dict[str, str]) -> dict[str, 
         "metadata": {"name": policy_name(tenant), "labels": dict(labels)},
         "spec": {
             "failurePolicy": "Fail",
+            # With the API server's defaults of the atomic match structs (gpupool.k8s.admission.MATCH_DEFAULTS):
+            # the guard is retained, so a later run (after a destroy, or a killed run) must adopt it.
             "matchConstraints": {
+                **MATCH_DEFAULTS,
                 "resourceRules": [
-                    {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"]}
-                ]
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "resources": ["pods"],
+                        "operations": ["CREATE"],
+                        "scope": "*",
+                    }
+                ],
             },
             "variables": [
                 # Set by the Priority plugin on every pod it admits; absent only if that plugin is off.
@@ -77,6 +86,9 @@ def binding(tenant: m.Tenant, labels: dict[str, str]) -> dict[str, Any]:
         "spec": {
             "policyName": policy_name(tenant),
             "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: tenant.namespace}}},
+            "matchResources": {
+                **MATCH_DEFAULTS,
+                "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: tenant.namespace}},
+            },
         },
     }

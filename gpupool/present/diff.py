@@ -335,11 +335,11 @@ HEADROOM_HEADERS = ["RESOURCE", "CAPACITY", "ALLOWED", "GRANTED", "HEADROOM"]
 
 
 RENAMED = "REPLACED (renamed: deleted and created)"
-# A tier's PriorityClass is replaced on a value change (Desired.replace_on_changes); say what that means.
+# A tier's PriorityClass on a value change (Desired.replace_on_changes): say what it takes and means.
 IMMUTABLE = (
-    "REPLACED (the field is immutable: deleted, then created again; running pods keep their old priority until"
-    " they are re-created, and pods created in between naming it are refused; with the render, run"
-    " `kubectl replace --force -f` on this file before applying)"
+    "REPLACED (the field is immutable, and `pulumi up` cannot replace it yet: delete the class first with"
+    " `kubectl delete priorityclass`, or with the render run `kubectl replace --force -f` on this file; running"
+    " pods keep their old priority until they are re-created, and pods created in between naming it are refused)"
 )
 
 

@@ -43,7 +43,7 @@ from tests.e2e.conftest import _checked_bin_dir, _unavailable
 
 pytestmark = pytest.mark.e2e
 
-WAIT = 120  # seconds; every wait ends as soon as its condition holds
+WAIT = 300  # seconds, generous for a loaded runner; every wait ends as soon as its condition holds
 MANAGER = "kueue-manager"
 CRDS = "kueue-crds.yaml"
 # The CRDs the release installs with a conversion webhook (config/components/crd/kustomization.yaml, patches

@@ -50,6 +50,17 @@ MONITORING_CRDS = {
         "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml",
     ),
 }
+# prod enables queueing: its Kueue objects are checked against Kueue's own CRDs, of the version
+# tests/e2e/test_kueue.py runs (one pin, toolchain/versions.env). The bases carry no conversion webhook, so
+# the API server stores v1beta2 (what gpupool renders) as is.
+KUEUE_CRD_DIR = "config/components/crd/bases"
+
+
+def _kueue_module() -> str:
+    pins = (REPO / "toolchain" / "versions.env").read_text()
+    version = re.search(r"^KUEUE_VERSION=(\S+)$", pins, re.M)
+    assert version, "KUEUE_VERSION missing from toolchain/versions.env"
+    return f"sigs.k8s.io/kueue@{version.group(1)}"
 
 
 def _require() -> bool:
@@ -84,6 +95,11 @@ def cluster(control_plane_bin, tmp_path_factory):
             cp.kubectl("apply", "--server-side", "-f", str(crd))
             name = yaml.safe_load(crd.read_text())["metadata"]["name"]
             cp.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+        kueue = sorted(_module_file(_kueue_module(), KUEUE_CRD_DIR, tmp).glob("*.yaml"))
+        assert kueue, "no CRDs in the Kueue module"
+        for crd in kueue:
+            cp.kubectl("apply", "--server-side", "-f", str(crd))
+        cp.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=120s")
         cp.kubectl("create", "namespace", "argocd")
         yield cp
     finally:

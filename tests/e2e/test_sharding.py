@@ -85,6 +85,7 @@ tenantFiles:
 """
 RB = "RoleBinding"
 VAP, VAPB = "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"
+MAX_PER_POD_PREFIX = "gpupool-max-per-pod."
 
 
 def spec_text(shards: int | None) -> str:
@@ -273,7 +274,12 @@ def assert_converged(project: CliProject, cluster: ControlPlane, run: subprocess
 
 
 def with_policy(project: CliProject) -> set[str]:
-    return {t for t, objs in desired_tenant_objects(project).items() if any(k == VAP for k, _, _ in objs)}
+    """Tenants with a per-pod maximum policy (every tenant also has a priority guard, so a bare VAP says little)."""
+    return {
+        t
+        for t, objs in desired_tenant_objects(project).items()
+        if any(k == VAP and n.startswith(MAX_PER_POD_PREFIX) for k, _, n in objs)
+    }
 
 
 # ---------------------------------------------------------------- killing a run mid-pass

@@ -325,3 +325,47 @@ def test_base_git_ref_new_stack(tmp_path, capsys, monkeypatch):
     code, out, _ = run(capsys, "--base", "HEAD", "stacks/new/spec.yaml")
     assert code == 0
     assert "everything in HEAD is new" in out and "+ inference onboarded" in out
+
+
+def _cost_centre_tenants(n: int, quota: int, cc: str) -> dict:
+    return {
+        f"team-{i:04d}": {
+            "name": f"team-{i:04d}",
+            "tier": "standard",
+            "owners": [f"g{i}"],
+            "costCenter": f"{cc}-{i}",
+            "gpus": {"nvidia.com/gpu.shared": quota},
+        }
+        for i in range(n)
+    }
+
+
+def _oversubscribed(path: Path) -> Path:
+    """l4-shared supplies 16 gpu.shared: allow what a thousand tenants hold."""
+    spec = yaml.safe_load(path.read_text())
+    spec["oversubscription"] = {"perResource": {"nvidia.com/gpu.shared": 400}}
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def test_cost_centre_only_changes_collapse_to_one_row(tmp_path, capsys):
+    """1,000 tenants whose cost centre (and nothing else) changes: one comment row counts them; a quota bump
+    that comes with each tenant's own new cost centre groups the same way (what changed, not to what)."""
+    base = _oversubscribed(stack(tmp_path / "b", tenants=_cost_centre_tenants(1000, 2, "cc")))
+    head = _oversubscribed(stack(tmp_path / "h", tenants=_cost_centre_tenants(1000, 2, "cd")))
+    code, md, err = run(capsys, base, head, "-o", "markdown")
+    assert code == 0, err
+    rows = [line for line in md.splitlines() if line.startswith("| ~ |")]
+    assert rows == [
+        "| ~ | cost centre changed: 1,000 tenants (team-0000, team-0001, team-0002, team-0003, team-0004, "
+        "team-0005, team-0006, team-0007, team-0008, team-0009 … and 990 more) |"
+    ]
+    bumped = _oversubscribed(stack(tmp_path / "q", tenants=_cost_centre_tenants(1000, 3, "cd")))
+    code, md, err = run(capsys, base, bumped, "-o", "markdown")
+    assert code == 0, err
+    rows = [line for line in md.splitlines() if line.startswith("| ~ |")]
+    assert len(rows) == 1, rows[:3]
+    assert rows[0].startswith("| ~ | nvidia.com/gpu.shared 2 → 3 (+1); cost centre changed: 1,000 tenants (team-0000")
+    # the per-tenant values stay in the full text output
+    code, text, _ = run(capsys, base, bumped)
+    assert "~ team-0007: nvidia.com/gpu.shared 2 → 3 (+1); cost centre cc-7 → cd-7" in text

@@ -133,3 +133,52 @@ def test_preview_file_is_a_collapsed_section_and_is_cut_to_fit(base, tmp_path, c
     assert re.search(r"✂ [\d,]+ more preview lines cut", section)
     assert "Cut to fit GitHub's" in md
     assert run(capsys, base, head, "--preview-file", tmp_path / "missing.txt")[0] == 2
+
+
+def _specs_with_config_changes(tmp_path):
+    from gpupool.rules.engine import validate_file
+
+    pools = [dict(p) for p in POOLS]
+    pools[0] = dict(pools[0], sharing={"timeSlicing": {"replicas": 3}})
+    pools[1] = dict(pools[1], sharing={"mig": {"perGpu": [{"gpus": [0, 1], "layout": {"3g.40gb": 2}}]}})
+    paths = [stack(tmp_path / "fixture"), stack(tmp_path / "changed", pools=pools), "stacks/dev/spec.yaml"]
+    paths.append("stacks/prod/spec.yaml")
+    out = []
+    for p in paths:
+        result = validate_file(p)
+        assert result.ok and result.spec is not None, p
+        out.append(result.spec)
+    return out
+
+
+def test_config_facts_come_from_the_build_not_from_parsing_its_yaml(tmp_path, capsys):
+    """Issue 20, item 6: the diff reads the MIG Manager entries and the device-plugin sharing from the data
+    manifests.build dumps the two ConfigMaps from. Proven the same as parsing the rendered ConfigMaps back
+    (what the diff did before), on the dev and prod stacks and on MIG/time-slicing variants of the fixture."""
+    import yaml
+
+    from gpupool.analysis import diff as dm
+    from gpupool.k8s import manifests
+
+    specs = _specs_with_config_changes(tmp_path)
+    for spec in specs:
+        built = manifests.build(spec)
+        by_name = {o.name: o.manifest for o in built.objects}
+        parsed_mig = yaml.safe_load(by_name["mig-config"]["data"]["config.yaml"])["mig-configs"]
+        assert built.mig_configs == parsed_mig
+        data = by_name["device-plugin-config"]["data"]
+        assert {k: yaml.safe_load(v) for k, v in data.items()} == built.plugin_configs
+        assert dm._plugin_entries_text(built) == data  # the unified diffs compare the ConfigMap's own text
+        assert dm._mig_entries_text(built) == {n: manifests.dump_yaml({n: e}) for n, e in parsed_mig.items()}
+    # and the diff of two of them: device-plugin summaries as the parsed text gives them
+    changes, _ = dm.plugin_changes(manifests.build(specs[0]), manifests.build(specs[1]))
+    summary = {c.key: (c.sharing_before, c.replicas_before, c.sharing_after, c.replicas_after) for c in changes}
+    assert summary == {"l4-shared": ("time-slicing", 4, "time-slicing", 3)}
+    # the diff modules parse no YAML at all (gitspec reads spec files, not rendered objects)
+    from pathlib import Path
+
+    import gpupool
+
+    root = Path(gpupool.__file__).parent
+    for f in [root / "analysis" / "diff.py", *sorted((root / "present").glob("*.py"))]:
+        assert "yaml." not in f.read_text(), f

@@ -23,8 +23,6 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from gpupool.analysis import plan as planmod
 from gpupool.k8s import manifests, render, rollout
 from gpupool.model import platform as m
@@ -602,12 +600,11 @@ def _mig_by_pool(built: manifests.Plan | None) -> dict[str, str]:
     return {pool: c["migConfig"] for pool, c in built.pool_configs.items() if c["migConfig"]}
 
 
-def _plugin_by_pool(built: manifests.Plan | None) -> tuple[dict[str, str], dict[str, str]]:
-    """(device-plugin ConfigMap data, pool -> key), as manifests.build derived them."""
+def _plugin_by_pool(built: manifests.Plan | None) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """(device-plugin config per ConfigMap key, as data; pool -> key), as manifests.build derived them."""
     if built is None:
         return {}, {}
-    data = next(o for o in built.objects if o.name == "device-plugin-config").manifest["data"]
-    return data, {pool: c["devicePluginConfig"] for pool, c in built.pool_configs.items()}
+    return built.plugin_configs, {pool: c["devicePluginConfig"] for pool, c in built.pool_configs.items()}
 
 
 def mig_changes(
@@ -701,10 +698,10 @@ def mig_changes(
 # -- device plugin -------------------------------------------------------------------------------
 
 
-def _plugin_summary(text: str | None) -> tuple[str | None, int | None]:
-    if text is None:
+def _plugin_summary(doc: Mapping[str, Any] | None) -> tuple[str | None, int | None]:
+    """(sharing, replicas) of one device-plugin config (manifests._plugin_config builds it)."""
+    if doc is None:
         return None, None
-    doc = yaml.safe_load(text) or {}
     sharing = doc.get("sharing") or {}
     for kind, label in (("timeSlicing", "time-slicing"), ("mps", "mps")):
         if kind in sharing:
@@ -750,12 +747,18 @@ def plugin_changes(
 
 
 def _mig_entries_text(built: manifests.Plan | None) -> dict[str, str]:
-    """mig-parted config name -> that entry as YAML, from the MIG Manager ConfigMap the build holds."""
+    """mig-parted config name -> that entry as YAML, dumped from the entries the MIG Manager ConfigMap's
+    config.yaml is dumped from (the build holds them as data)."""
     if built is None:
         return {}
-    text = next(o for o in built.objects if o.name == "mig-config").manifest["data"]["config.yaml"]
-    configs = (yaml.safe_load(text) or {}).get("mig-configs") or {}
-    return {name: manifests.dump_yaml({name: entries}) for name, entries in configs.items()}
+    return {name: manifests.dump_yaml({name: entries}) for name, entries in built.mig_configs.items()}
+
+
+def _plugin_entries_text(built: manifests.Plan | None) -> dict[str, str]:
+    """device-plugin ConfigMap key -> its config as the ConfigMap holds it (the same dump of the same data)."""
+    if built is None:
+        return {}
+    return {key: manifests.dump_yaml(doc) for key, doc in built.plugin_configs.items()}
 
 
 def _unified(before: str | None, after: str | None, label_b: str, label_a: str) -> str:
@@ -775,8 +778,8 @@ def config_diffs(built_b: manifests.Plan | None, built_a: manifests.Plan | None)
         return []
     mig_b, mig_a = _mig_entries_text(built_b), _mig_entries_text(built_a)
     cfg_b, cfg_a = _mig_by_pool(built_b), _mig_by_pool(built_a)
-    data_b, key_b = _plugin_by_pool(built_b)
-    data_a, key_a = _plugin_by_pool(built_a)
+    data_b, data_a = _plugin_entries_text(built_b), _plugin_entries_text(built_a)
+    key_b, key_a = _plugin_by_pool(built_b)[1], _plugin_by_pool(built_a)[1]
     out = []
     for pool in sorted(built_a.pool_configs):
         nb, na = cfg_b.get(pool), cfg_a.get(pool)

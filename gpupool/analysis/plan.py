@@ -470,7 +470,7 @@ def rollouts(spec: m.Spec) -> tuple[RolloutLine, ...]:
     """The rollout of every MIG-capable pool: the same waves the program chains (gpupool.k8s.rollout)."""
     from gpupool.k8s import manifests, rollout
 
-    _, mig_by_pool = manifests.mig_config(spec)
+    _, mig_by_pool = manifests.mig_configs(spec)
     out = []
     for pool in spec.pools:
         if pool.name not in mig_by_pool:

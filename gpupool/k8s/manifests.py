@@ -116,6 +116,10 @@ class Plan:
     # pool name -> labels a selector-based node group must carry (gpupool cannot patch nodes it cannot name)
     node_group_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     pool_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The two ConfigMaps' contents as data (what their YAML is dumped from): for the diff, which reads them
+    # without parsing the rendered text back.
+    mig_configs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # config name -> mig-parted entries
+    plugin_configs: dict[str, dict[str, Any]] = field(default_factory=dict)  # ConfigMap key -> device-plugin config
 
     def by_component(self) -> dict[str, list[Desired]]:
         out: dict[str, list[Desired]] = {}
@@ -248,6 +252,12 @@ def _mig_entries(pool: m.NodePool) -> list[dict[str, Any]]:
 
 def mig_config(spec: m.Spec) -> tuple[str, dict[str, str]]:
     """(config.yaml text, pool -> config name). Always has all-disabled; one config per distinct layout."""
+    configs, by_pool = mig_configs(spec)
+    return dump_yaml({"version": "v1", "mig-configs": configs}), by_pool
+
+
+def mig_configs(spec: m.Spec) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
+    """(config name -> its mig-parted entries, pool -> config name): what config.yaml holds, as data."""
     configs: dict[str, Any] = {MIG_DISABLED: [{"devices": "all", "mig-enabled": False}]}
     by_pool: dict[str, str] = {}
     for pool in spec.pools:
@@ -257,8 +267,7 @@ def mig_config(spec: m.Spec) -> tuple[str, dict[str, str]]:
             by_pool[pool.name] = name
         elif _mig_capable(pool):
             by_pool[pool.name] = MIG_DISABLED
-    text = dump_yaml({"version": "v1", "mig-configs": configs})
-    return text, by_pool
+    return configs, by_pool
 
 
 def _mig_capable(pool: m.NodePool) -> bool:
@@ -292,15 +301,21 @@ def _plugin_config(spec: m.Spec, pool: m.NodePool | None) -> dict[str, Any]:
 
 def device_plugin_config(spec: m.Spec) -> tuple[dict[str, str], dict[str, str]]:
     """(ConfigMap data, pool -> key). One key per shared pool, plus the default key for exclusive GPUs."""
-    data = {EXCLUSIVE_KEY: dump_yaml(_plugin_config(spec, None))}
+    docs, by_pool = device_plugin_configs(spec)
+    return {key: dump_yaml(doc) for key, doc in docs.items()}, by_pool
+
+
+def device_plugin_configs(spec: m.Spec) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """(ConfigMap key -> its device-plugin config, pool -> key), the configs as data, keys sorted."""
+    docs = {EXCLUSIVE_KEY: _plugin_config(spec, None)}
     by_pool: dict[str, str] = {}
     for pool in spec.pools:
         if pool.sharing.software_shared:
-            data[pool.name] = dump_yaml(_plugin_config(spec, pool))
+            docs[pool.name] = _plugin_config(spec, pool)
             by_pool[pool.name] = pool.name
         else:
             by_pool[pool.name] = EXCLUSIVE_KEY
-    return dict(sorted(data.items())), by_pool
+    return dict(sorted(docs.items())), by_pool
 
 
 # -- GPU Operator -------------------------------------------------------------------------------
@@ -548,8 +563,10 @@ def max_per_pod_objects(spec: m.Spec, tenant: m.Tenant) -> list[Desired]:
 def build(spec: m.Spec) -> Plan:
     op = spec.cluster.operator
     opns = op.namespace
-    mig_text, mig_by_pool = mig_config(spec)
-    plugin_data, plugin_by_pool = device_plugin_config(spec)
+    mig_entries, mig_by_pool = mig_configs(spec)
+    mig_text = dump_yaml({"version": "v1", "mig-configs": mig_entries})
+    plugin_docs, plugin_by_pool = device_plugin_configs(spec)
+    plugin_data = {key: dump_yaml(doc) for key, doc in plugin_docs.items()}
     mig_hash = content_hash(mig_text)
     plugin_hash = content_hash(dump_yaml(plugin_data))
     plan = Plan(
@@ -557,7 +574,9 @@ def build(spec: m.Spec) -> Plan:
             spec,
             operator_values(spec, mig_hash, plugin_hash),
             depends_on=("gpu-operator-ns", "mig-config", "device-plugin-config"),
-        )
+        ),
+        mig_configs=mig_entries,
+        plugin_configs=plugin_docs,
     )
     plan.objects.append(
         Desired(

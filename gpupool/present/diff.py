@@ -14,7 +14,16 @@ import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from gpupool.analysis.diff import ACCESS_ASPECTS, Aspect, Kind, MigKind, Namespace, Risk, UnknownCause
+from gpupool.analysis.diff import (
+    ACCESS_ASPECTS,
+    METADATA_ASPECTS,
+    Aspect,
+    Kind,
+    MigKind,
+    Namespace,
+    Risk,
+    UnknownCause,
+)
 from gpupool.present.numbers import signed
 from gpupool.present.tables import md_table, text_table
 
@@ -121,12 +130,22 @@ def _tenant_row(t) -> _Row:
         )
     if t.kind == Kind.REMOVED:
         return _Row("⚠", _removal_text(t), RANK_TENANT_RISK)
-    parts = ([_quota_text(t)] if t.quotas else []) + [x.text for x in t.details]
     risky = t.access_changed or t.offboarding or bool(t.foreign_service_accounts)
+    rank = RANK_TENANT_RISK if risky else RANK_METADATA if t.metadata_only else RANK_QUOTA
+    return _Row("⚠" if risky else "~", f"{t.name}: " + _change_text(t), rank)
+
+
+def _change_text(t, generic: bool = False) -> str:
+    """What changed for a tenant in both specs; with `generic`, billing and bookkeeping details say what
+    changed, not to what ("cost centre changed"), so that changes of the same kind read the same."""
+    parts = [_quota_text(t)] if t.quotas else []
+    words = [_ASPECT_WORDS.get(x.aspect, x.aspect.value) for x in t.details if x.aspect in METADATA_ASPECTS]
+    parts += [x.text for x in t.details if not (generic and x.aspect in METADATA_ASPECTS)]
+    if generic and words:
+        parts.append(", ".join(sorted(set(words))) + " changed")
     if t.access_changed:
         parts.append(f"now {_access_text(t)}")
-    rank = RANK_TENANT_RISK if risky else RANK_METADATA if t.metadata_only else RANK_QUOTA
-    return _Row("⚠" if risky else "~", f"{t.name}: " + "; ".join(parts), rank)
+    return "; ".join(parts)
 
 
 def _tenant_rows(d, group: bool = False) -> list[_Row]:
@@ -140,10 +159,7 @@ def _tenant_rows(d, group: bool = False) -> list[_Row]:
         """Changes that read the same (the name aside); metadata-only changes by what changed, not to what."""
         if t.kind != Kind.CHANGED or t.access_changed:
             return None
-        if t.metadata_only:
-            what = ", ".join(_ASPECT_WORDS.get(a, a.value) for a in sorted(t.aspects)) + " changed"
-            return r.marker, r.rank, what
-        return r.marker, r.rank, r.text[len(t.name) + 2 :]
+        return r.marker, r.rank, _change_text(t, generic=True)
 
     same: dict[tuple[str, int, str], list[str]] = {}
     for t, r in rows:

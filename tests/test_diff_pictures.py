@@ -165,16 +165,26 @@ def test_pictures_render(base, tmp_path, capsys, chromium):
             notebooks=dict(TENANTS["notebooks"], gpus={"nvidia.com/gpu.shared": 20, "nvidia.com/mig-1g.10gb": 8})
         ),
     )
-    charts += _blocks(run(capsys, base, over, "-o", "markdown")[1], "mermaid")  # negative: a red zero line
+    charts += _blocks(run(capsys, base, over, "-o", "markdown")[1], "mermaid")  # over-granted: a red part
     # negative headroom: a bar of what is granted past the line of what is allowed, the number in the label
     assert len(charts) == 3 and "gpu.shared: 20 of 16 (4 OVER, was 8)" in charts[2]
+    full = stack(
+        tmp_path / "full",
+        tenants=with_tenants(
+            notebooks=dict(TENANTS["notebooks"], gpus={"nvidia.com/gpu.shared": 16}),
+            inference=dict(TENANTS["inference"], gpus={"nvidia.com/mig-3g.40gb": 4}),
+        ),
+    )
+    charts += _blocks(run(capsys, base, full, "-o", "markdown")[1], "mermaid")  # now full; nothing granted
+    assert len(charts) == 4 and "gpu.shared: 16 of 16 (now FULL, was 8)" in charts[3]
+    assert "mig-1g.10gb: 0 of 128 (128 free, was 100)" in charts[3]
     for chart in charts:  # every quantity starts at zero: no bar stands for a negative number
         assert re.search(r'y-axis "units" 0 --> \d+', chart)
         assert all(int(x) >= 0 for b in re.findall(r"(?:bar|line) \[(.*)\]", chart) for x in b.split(", "))
     maps = [b for b in _blocks(md, "") if b.startswith("before:")]
     assert len(maps) == 1
     results, shot = _render(chromium, tmp_path, charts + [BROKEN], maps)
-    assert [r["ok"] for r in results] == [True, True, True, False], [r.get("error") for r in results]
+    assert [r["ok"] for r in results] == [True, True, True, True, False], [r.get("error") for r in results]
     assert "Parse error" in results[-1]["error"] or "error" in results[-1]["error"].lower()
     for chart, result in zip(charts, results):
         svg = result["svg"]
@@ -184,6 +194,19 @@ def test_pictures_render(base, tmp_path, capsys, chromium):
         assert "granted (dark) within allowed (light)" in svg
         for label in json.loads("[" + re.search(r"x-axis \[(.*)\]", chart).group(1) + "]"):
             assert label in svg
+        # A bar is as long as its value: 0 draws nothing (mermaid 11.17.2 starts every bar at the plot's edge,
+        # barPlot.ts, but maps values onto a range inset by half the value-axis label width, BaseAxis.getRange
+        # and calculateSpaceIfDrawnHorizontally; so with those labels on, 0 was an ~12-pixel stub).
+        values = [int(x) for b in re.findall(r"bar \[(.*)\]", chart) for x in b.split(", ")]
+        widths = [
+            float(w)
+            for g in re.findall(r'<g class="bar-plot-\d"[^>]*>(.*?)</g>', svg, re.S)
+            for w in re.findall(r'<rect[^>]*?width="([\d.]+)"', g)
+        ]
+        assert len(widths) == len(values), (widths, values)
+        scale = max(values) / max(widths)
+        for v, w in zip(values, widths):
+            assert abs(w * scale - v) < 0.01 * max(values), (chart, values, widths)
     assert shot.is_file() and shot.stat().st_size > 5000
 
 

@@ -668,12 +668,15 @@ def _md_escape(text: str) -> str:
     )
 
 
-# Per resource after the change, two bars from zero drawn over each other (mermaid draws a category's bars at
-# one place): light = what the policy allows, dark = what is granted. Both are quantities that start at zero,
-# so no bar length ever stands for a negative number: over-granted is a dark bar past the light one. The
-# numbers are in the category labels, because mermaid's own data labels repeat the first series' values on
-# every series (mermaid 11.17.2) and a bar of 0 cannot be told from a short one.
-_CHART_COLORS = "#BFD3EA, #1F4E8C"
+# Per resource after the change, three bars from zero drawn over each other (mermaid draws a category's bars
+# at one place, later series on top): red = granted, light = allowed by the policy on top of it, dark = the
+# granted part within allowed on top of both. So dark is granted, light is free, and red shows only where more
+# is granted than allowed. Every bar is a quantity that starts at zero: no bar length stands for a negative
+# number. The numbers are in the category labels, because mermaid's own data labels repeat the first series'
+# values on every series (mermaid 11.17.2). The value axis has no tick labels: mermaid starts every bar at the
+# plot's edge but maps values onto a range inset by half that label width, so with them every bar was ~12
+# pixels too long and 0 a stub like a short bar (barPlot.ts; BaseAxis.getRange).
+_CHART_COLORS = "#C62828, #BFD3EA, #1F4E8C"
 
 
 def _chart_label(h) -> str:
@@ -696,8 +699,14 @@ def mermaid_headroom(d) -> str | None:
     allowed = [max(0, h.allowed_after or 0) for h in changed]
     top = max([1, *granted, *allowed])
     top += max(1, top // 10)
-    title = "After: granted (dark) within allowed (light)"
-    init = json.dumps({"themeVariables": {"xyChart": {"plotColorPalette": _CHART_COLORS}}})
+    within = [min(g, a) for g, a in zip(granted, allowed)]
+    title = "After: granted (dark) within allowed (light); red: granted beyond allowed"
+    init = json.dumps(
+        {
+            "xyChart": {"yAxis": {"showLabel": False}},
+            "themeVariables": {"xyChart": {"plotColorPalette": _CHART_COLORS}},
+        }
+    )
 
     def nums(xs):
         return ", ".join(map(str, xs))
@@ -708,8 +717,9 @@ def mermaid_headroom(d) -> str | None:
         f"    title {json.dumps(title)}\n"
         f"    x-axis [{', '.join(json.dumps(_chart_label(h), ensure_ascii=False) for h in changed)}]\n"
         f'    y-axis "units" 0 --> {top}\n'
-        f"    bar [{nums(allowed)}]\n"
         f"    bar [{nums(granted)}]\n"
+        f"    bar [{nums(allowed)}]\n"
+        f"    bar [{nums(within)}]\n"
     )
 
 

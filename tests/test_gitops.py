@@ -10,7 +10,7 @@ import yaml
 
 from gpupool.k8s import gitops, manifests, rollout
 from gpupool.k8s.delivery import MODES, VALUES_FILE
-from gpupool.k8s.render import render_documents, stream
+from gpupool.k8s.render import render_documents, stream, write
 from gpupool.rules.engine import load_valid_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,3 +88,24 @@ def test_the_kustomization_names_every_object_file_in_apply_order(mode):
     assert kustomization["kind"] == "Kustomization"
     assert kustomization["resources"] == list(_objects(documents))
     assert "." not in gitops.KUSTOMIZATION_FILE  # kubectl apply -f DIR reads only *.yaml/*.yml/*.json
+
+
+# The names kustomize recognises, in the order it tries them: sigs.k8s.io/kustomize/api v0.21.1 (the version
+# fluxcd/kustomize-controller 186fb3b's go.mod pins), api/konfig/general.go lines 10-16. Flux's
+# kustomize-controller generates before it builds (internal/controller/kustomization_controller.go lines
+# 424-430 and 749: generator.NewGenerator(workDir, obj).WriteFile) with fluxcd/pkg kustomize/v1.39.0's
+# findOrGenerateKustomization (kustomize/kustomize_generator.go): when one of these names is a file at the
+# root of the Kustomization's path it builds from that file (lines 527-535); only when none is does it
+# generate a kustomization.yaml listing every *.yaml/*.yml below the path (lines 537-569, scanManifests).
+# kustomize itself refuses a directory holding two of the names (api/internal/target/kusttarget.go lines
+# 101-121, "Found multiple kustomization files"). So render must write exactly one, at DIR's root.
+KUSTOMIZE_FILE_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_kustomization_is_the_one_file_flux_and_kustomize_look_for_at_the_root(mode, tmp_path):
+    documents = render_documents(_plan("dev"), mode)
+    assert [n for n in documents if n in KUSTOMIZE_FILE_NAMES] == [gitops.KUSTOMIZATION_FILE]
+    write(documents, tmp_path / "out")
+    at_root = [n for n in KUSTOMIZE_FILE_NAMES if (tmp_path / "out" / n).is_file()]
+    assert at_root == [gitops.KUSTOMIZATION_FILE]

@@ -33,6 +33,7 @@ import time
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 import yaml
@@ -392,6 +393,28 @@ def test_the_other_formats_show_the_same_report(world):
     assert rows[0].startswith("cost_center,tenant,pool") and any(
         r.startswith("cc-web,idle,a100,168.0000") for r in rows
     )
+
+
+def _doc_block(path: Path, after: str) -> list[str]:
+    """The lines of the first fenced block after the line AFTER in PATH."""
+    lines = path.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(after))
+    fence = next(i for i in range(start, len(lines)) if lines[i].startswith("```"))
+    end = next(i for i in range(fence + 1, len(lines)) if lines[i].startswith("```"))
+    return lines[fence + 1 : end]
+
+
+@pytest.mark.parametrize(
+    "doc, after",
+    [("README.md", "<!-- usage-report:"), ("docs/monitoring.md", "`gpupool usage` on it")],
+)
+def test_the_report_shown_in_the_docs_is_what_the_command_prints(world, doc, after):
+    """The usage report the README and docs/monitoring.md show is this scenario's, line for line, in order."""
+    block = _doc_block(Path(__file__).resolve().parents[2] / doc, after)
+    printed = _usage(world, "table").splitlines()
+    assert len(block) >= 5
+    first = printed.index(block[0])  # ValueError: the doc's first line is not printed at all
+    assert printed[first : first + len(block)] == block
 
 
 def test_every_dashboard_panel_returns_data(world):

@@ -1,4 +1,4 @@
-"""The MIG demand a spec's tenants put on one pool (`gpupool mig suggest --spec SPEC --pool NAME`).
+"""The MIG demand a spec's tenants put on one pool (`gpupool mig suggest --pool NAME SPEC`).
 
 The demand is derived from the spec, per MIG resource the pool advertises:
 - the total granted to (active) tenants when only this pool supplies the resource; when several pools supply

@@ -36,9 +36,10 @@ def add_output_format(
 
 def add_spec_argument(parser: argparse.ArgumentParser, *, many: bool = False, flag: str | None = None) -> None:
     """SPEC (optional; `-` = stdin) plus `--stack NAME`; resolve it with spec_path(args) / spec_paths(args).
-    With FLAG (e.g. "--spec") the spec is an option rather than a positional argument."""
+    With FLAG (e.g. "--spec") the spec is a hidden option, kept for old scripts: the caller takes SPEC as
+    a positional argument too, as every other command does."""
     if flag:
-        parser.add_argument(flag, dest="spec", metavar="SPEC", help=SPEC_HELP)
+        parser.add_argument(flag, dest="spec", metavar="SPEC", help=argparse.SUPPRESS)
     else:
         parser.add_argument("spec", nargs="*" if many else "?", metavar="SPEC", help=SPEC_HELP)
     parser.add_argument(

@@ -73,7 +73,7 @@ def register(subparsers) -> None:
         help="per-GPU layouts supplying a demand on the fewest GPUs",
         description="Suggest per-GPU MIG layouts that supply PROFILE=COUNT instances on "
         "the fewest GPUs, proven minimal by an integer program (HiGHS), with a "
-        "spec fragment to paste. With --pool NAME (and --spec SPEC or --stack "
+        "spec fragment to paste. With --pool NAME (and SPEC or --stack "
         "NAME), the demand is derived from the tenants' quotas on that pool. "
         f"Demands that need more than {_max_gpus():,} GPUs (no cluster holds "
         "more) are refused.",
@@ -87,7 +87,7 @@ def register(subparsers) -> None:
     )
     from gpupool.cli.common import add_spec_argument
 
-    add_spec_argument(suggest, flag="--spec")  # kept for old scripts; SPEC may now be given as elsewhere
+    add_spec_argument(suggest, flag="--spec")  # --spec (hidden) kept for old scripts; SPEC is positional
     suggest.add_argument("--pool", metavar="NAME", help="spec mode: the node pool whose MIG layout to suggest")
     suggest.add_argument(
         "demand",
@@ -95,6 +95,7 @@ def register(subparsers) -> None:
         metavar="PROFILE=COUNT|SPEC",
         help="explicit mode: instances per profile; spec mode (with --pool): the spec, as other commands take it",
     )
+    add_output_format(suggest, ("text", "json"), "text")
     suggest.set_defaults(func=cmd_suggest)
 
 
@@ -332,14 +333,14 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     specs = [d for d in args.demand if "=" not in d]  # a positional SPEC, as validate/plan/render take it
     if specs and args.pool is not None:
         if args.spec is not None or len(specs) > 1:
-            _error("give one SPEC (positional, or --spec)")
+            _error("give one SPEC")
             return 2
         args.spec, args.demand = specs[0], [d for d in args.demand if "=" in d]
     if args.spec is not None or args.pool is not None or args.stack is not None:
         return _suggest_spec_mode(args)
     try:
         if not args.gpu or not args.demand:
-            raise _UsageError("give --gpu MODEL and PROFILE=COUNT..., or --pool NAME with --spec SPEC or --stack NAME")
+            raise _UsageError("give --gpu MODEL and PROFILE=COUNT..., or --pool NAME with SPEC or --stack NAME")
         model = _model(args.gpu)
         demand = _parse_pairs(args.demand)
         if args.gpus_per_node is not None and not 1 <= args.gpus_per_node <= 64:
@@ -347,28 +348,91 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     except _UsageError as exc:
         _error(str(exc))
         return 2
-    return _print_suggestion(model, demand, args.gpus_per_node, usage_code=2)[0]
+    code, s, ns = _solve(model, demand, args.gpus_per_node, usage_code=2)
+    if s is None:
+        return code
+    if args.output == "json":
+        print(json.dumps(_suggestion_json(model, s, ns, args.gpus_per_node), indent=2))
+    else:
+        _print_suggestion(model, s, ns, args.gpus_per_node)
+    return code
 
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
 
-def _print_suggestion(model, demand: dict[str, int], gpus_per_node: int | None, *, usage_code: int):
-    """Print the suggestion; returns (exit code, Suggestion or None, NodeSuggestion or None).
+def _solve(model, demand: dict[str, int], gpus_per_node: int | None, *, usage_code: int):
+    """(exit code, Suggestion or None, NodeSuggestion or None); the errors are printed to stderr.
 
     A demand that names an unknown profile or exceeds the limits exits USAGE_CODE (2 when it came from the
-    command line, 1 when it was derived from a spec)."""
-    from gpupool.gpu.suggest import MAX_NODES, spec_fragment, suggest, suggest_per_node
+    command line, 1 when it was derived from a spec); a per-node split that fails exits 1 with the whole-GPU
+    suggestion still returned."""
+    from gpupool.gpu.suggest import suggest, suggest_per_node
 
     try:
         s = suggest(model, demand)
     except ValueError as exc:
         _error(str(exc))
         return usage_code, None, None
+    if s.gpus == 0 or not gpus_per_node:
+        return 0, s, None
+    try:
+        return 0, s, suggest_per_node(model, demand, gpus_per_node)
+    except ValueError as exc:
+        _error(str(exc))
+        return 1, s, None
+
+
+def _fragments(model, s, ns) -> list[tuple[int | None, str]]:
+    """The spec fragments to paste: [(None, one fragment)] or [(GPUs, fragment) per distinct layout]."""
+    from gpupool.gpu.suggest import spec_fragment
+
+    if s.gpus == 0:
+        return []
+    if ns is not None:
+        return [(None, spec_fragment(model, ns.per_gpu))]
+    if len(s.layouts) == 1:
+        return [(None, spec_fragment(model, [s.layouts[0][0]]))]
+    return [(n, spec_fragment(model, [layout])) for layout, n in s.layouts]
+
+
+def _suggestion_json(model, s, ns, gpus_per_node: int | None) -> dict:
+    """What _print_suggestion prints, as data (`-o json`)."""
+    from gpupool.gpu.suggest import MAX_NODES
+
+    return {
+        "gpu": model.name,
+        "demand": dict(s.demand),
+        "gpus": s.gpus,
+        "optimal": s.optimal,
+        "lowerBound": s.lower_bound,
+        "solverBound": s.bound,
+        "solveSeconds": round(s.solve_seconds, 6),
+        "layouts": [{"gpus": n, "layout": dict(layout)} for layout, n in s.layouts],
+        "supplied": dict(s.supplied),
+        "perNode": None
+        if ns is None
+        else {
+            "gpusPerNode": gpus_per_node,
+            "nodes": ns.nodes,
+            "gpus": ns.nodes * (gpus_per_node or 0),
+            "optimal": ns.optimal,
+            "solveSeconds": round(ns.solve_seconds, 6),
+            "perGpu": [dict(g) for g in ns.per_gpu],
+            "supplied": dict(ns.supplied),
+            "beyondOneCluster": ns.nodes > MAX_NODES,
+        },
+        "fragments": [{"gpus": n, "text": text} for n, text in _fragments(model, s, ns)],
+    }
+
+
+def _print_suggestion(model, s, ns, gpus_per_node: int | None) -> None:
+    from gpupool.gpu.suggest import MAX_NODES
+
     if s.gpus == 0:
         print("nothing to place: every count is 0")
-        return 0, s, None
+        return
     if s.optimal:
         proof = f"proven minimum; resource lower bound {s.lower_bound}"
     else:
@@ -377,16 +441,12 @@ def _print_suggestion(model, demand: dict[str, int], gpus_per_node: int | None, 
     rows = [["GPUS", "LAYOUT"]] + [[str(n), " + ".join(f"{p}×{c}" for p, c in L.items())] for L, n in s.layouts]
     print(_table(rows))
     print("supplied: " + ", ".join(f"{p}: {n} (demand {s.demand.get(p, 0)})" for p, n in s.supplied.items()))
-    ns = None
-    if gpus_per_node:
-        try:
-            ns = suggest_per_node(model, demand, gpus_per_node)
-        except ValueError as exc:
-            _error(str(exc))
-            return 1, s, None
+    if gpus_per_node and ns is None:
+        return  # the per-node split failed (said on stderr)
+    if ns is not None:
         print(
             f"\nas identical {gpus_per_node}-GPU nodes: {_count(ns.nodes, 'node')} "
-            f"({_count(ns.nodes * gpus_per_node, 'GPU')}, {'proven minimum' if ns.optimal else 'best found'}; "
+            f"({_count(ns.nodes * ns.gpus_per_node, 'GPU')}, {'proven minimum' if ns.optimal else 'best found'}; "
             f"HiGHS {_ms(ns.solve_seconds)}), supplying " + ", ".join(f"{p}: {n}" for p, n in ns.supplied.items())
         )
         if ns.nodes > MAX_NODES:
@@ -396,17 +456,15 @@ def _print_suggestion(model, demand: dict[str, int], gpus_per_node: int | None, 
                 f"{WARN} {ns.nodes:,} nodes is more than one Kubernetes cluster supports ({MAX_NODES:,}); "
                 "split the demand over clusters, or use nodes with more GPUs"
             )
+    fragments = _fragments(model, s, ns)
+    if len(fragments) == 1:
         print("\nspec fragment (node pool):\n")
-        print(spec_fragment(model, ns.per_gpu), end="")
-    elif len(s.layouts) == 1:
-        print("\nspec fragment (node pool):\n")
-        print(spec_fragment(model, [s.layouts[0][0]]), end="")
-    else:
-        print("\nspec fragments, one node pool per layout (or pass --gpus-per-node N for one per-GPU fragment):")
-        for layout, n in s.layouts:
-            print(f"\n# {_count(n, 'GPU')}")
-            print(spec_fragment(model, [layout]), end="")
-    return 0, s, ns
+        print(fragments[0][1], end="")
+        return
+    print("\nspec fragments, one node pool per layout (or pass --gpus-per-node N for one per-GPU fragment):")
+    for n, text in fragments:
+        print(f"\n# {_count(n or 0, 'GPU')}")
+        print(text, end="")
 
 
 def _current_per_gpu(pool) -> list[dict[str, int]]:
@@ -418,16 +476,40 @@ def _current_per_gpu(pool) -> list[dict[str, int]]:
     return per_gpu
 
 
-def _suggest_spec_mode(args: argparse.Namespace) -> int:
+def _comparison(derived, s, ns) -> dict:
+    """The current layout against the suggestion: every figure spec mode shows, in one place."""
     from gpupool.analysis.diff import layout_text
-    from gpupool.analysis.mig_demand import SpecModeError, current_nodes_needed, derive_demand
+    from gpupool.analysis.mig_demand import current_nodes_needed
+
+    pool = derived.pool
+    now_nodes = current_nodes_needed(derived)
+    suggested = s.gpus + derived.whole_gpus
+    return {
+        "currentLayout": layout_text(pool),
+        "poolNodes": pool.node_count,
+        "poolGpus": pool.total_gpus,
+        "neededNodesNow": now_nodes,
+        "neededGpusNow": now_nodes * pool.gpus_per_node,
+        "suggestedGpus": suggested,
+        "suggestedMigGpus": s.gpus,
+        "suggestedNodes": math.ceil(suggested / pool.gpus_per_node),
+        "gpusSaved": now_nodes * pool.gpus_per_node - suggested,
+        # Adopting the suggestion re-partitions a pool in use (MIG Manager evicts its GPU workloads first).
+        "repartitionsInUse": bool(
+            any(total for _, total, _, _ in derived.rows)
+            and pool.node_count > 0
+            and (ns is None or ns.per_gpu != _current_per_gpu(pool))
+        ),
+    }
+
+
+def _suggest_spec_mode(args: argparse.Namespace) -> int:
+    from gpupool.analysis.mig_demand import SpecModeError, derive_demand
     from gpupool.cli.common import spec_path, valid_spec_or_report
-    from gpupool.model import platform as m
-    from gpupool.present.numbers import units as units_text
 
     try:
         if not args.pool:
-            raise SpecModeError("spec mode needs --pool NAME (with --spec SPEC, --stack NAME or $GPUPOOL_SPEC)")
+            raise SpecModeError("spec mode needs --pool NAME (with SPEC, --stack NAME or $GPUPOOL_SPEC)")
         if args.gpu or args.demand:
             raise SpecModeError("give either --gpu MODEL PROFILE=COUNT... or --pool NAME with a spec, not both")
         if args.gpus_per_node is not None and not 1 <= args.gpus_per_node <= 64:
@@ -440,6 +522,50 @@ def _suggest_spec_mode(args: argparse.Namespace) -> int:
     except SpecModeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    per_node = args.gpus_per_node
+    if per_node is None and not derived.whole_gpus:
+        per_node = derived.pool.gpus_per_node
+    if args.output != "json":
+        _print_derived(path, derived)
+    code, s, ns = _solve(derived.model, dict(derived.demand), per_node, usage_code=1)
+    if s is None:
+        return code
+    if args.output == "json":
+        doc = {
+            "spec": path,
+            "pool": _pool_json(derived.pool),
+            "derived": [
+                {"resource": r, "granted": total, "poolShare": str(share), "units": units}
+                for r, total, share, units in derived.rows
+            ],
+            "wholeGpus": derived.whole_gpus,
+            "suggestion": _suggestion_json(derived.model, s, ns, per_node),
+            "comparison": _comparison(derived, s, ns) if code == 0 else None,
+        }
+        print(json.dumps(doc, indent=2))
+        return code
+    _print_suggestion(derived.model, s, ns, per_node)
+    if code != 0:
+        return code
+    _print_comparison(derived, _comparison(derived, s, ns))
+    return 0
+
+
+def _pool_json(pool) -> dict:
+    return {
+        "name": pool.name,
+        "gpu": pool.gpu_model,
+        "nodes": pool.node_count,
+        "gpusPerNode": pool.gpus_per_node,
+        "sharing": pool.sharing.kind,
+        "replicas": pool.sharing.replicas,
+    }
+
+
+def _print_derived(path: str, derived) -> None:
+    from gpupool.model import platform as m
+    from gpupool.present.numbers import units as units_text
+
     pool, model = derived.pool, derived.model
     print(
         f"demand derived from {path}, pool {pool.name} ({pool.node_count}×{pool.gpus_per_node} {model.name}"
@@ -458,38 +584,32 @@ def _suggest_spec_mode(args: argparse.Namespace) -> int:
             "not part of the MIG suggestion"
         )
     print()
-    per_node = args.gpus_per_node
-    if per_node is None and not derived.whole_gpus:
-        per_node = pool.gpus_per_node
-    code, s, ns = _print_suggestion(model, dict(derived.demand), per_node, usage_code=1)
-    if code != 0 or s is None:
-        return code
-    now_nodes = current_nodes_needed(derived)
-    suggested = s.gpus + derived.whole_gpus
-    print(f"\ncompared with the current layout ({layout_text(pool)}):")
+
+
+def _print_comparison(derived, c: dict) -> None:
+    pool = derived.pool
+    print(f"\ncompared with the current layout ({c['currentLayout']}):")
     print(
         f"  pool now:        {_count(pool.node_count, 'node')} × {_count(pool.gpus_per_node, 'GPU')} = "
         f"{_count(pool.total_gpus, 'GPU')}"
     )
     print(
-        f"  needed now:      {_count(now_nodes, 'node')} = {_count(now_nodes * pool.gpus_per_node, 'GPU')} "
+        f"  needed now:      {_count(c['neededNodesNow'], 'node')} = {_count(c['neededGpusNow'], 'GPU')} "
         "with the current layout"
     )
     print(
-        f"  suggested:       {_count(suggested, 'GPU')}"
-        + (f" ({s.gpus} MIG + {derived.whole_gpus} whole)" if derived.whole_gpus else "")
-        + f", {_count(math.ceil(suggested / pool.gpus_per_node), 'node')} of {_count(pool.gpus_per_node, 'GPU')}"
+        f"  suggested:       {_count(c['suggestedGpus'], 'GPU')}"
+        + (f" ({c['suggestedMigGpus']} MIG + {derived.whole_gpus} whole)" if derived.whole_gpus else "")
+        + f", {_count(c['suggestedNodes'], 'node')} of {_count(pool.gpus_per_node, 'GPU')}"
     )
-    diff = now_nodes * pool.gpus_per_node - suggested
+    diff = c["gpusSaved"]
     if diff > 0:
         print(f"  the suggested layout needs {_count(diff, 'GPU')} fewer than the current one for the same grants")
     elif diff < 0:
         print(f"  the current layout packs this demand tighter by {_count(-diff, 'GPU')} (node granularity included)")
     else:
         print("  the current layout is as tight as the suggestion")
-    in_use = any(total for _, total, _, _ in derived.rows) and pool.node_count > 0
-    relayout = ns is None or ns.per_gpu != _current_per_gpu(pool)
-    if in_use and relayout:
+    if c["repartitionsInUse"]:
         from gpupool.present.text import WARN
 
         print(
@@ -498,4 +618,3 @@ def _suggest_spec_mode(args: argparse.Namespace) -> int:
             "on a node before it re-partitions that node's GPUs (roll it out node by node; `gpupool diff` lists "
             "the nodes)"
         )
-    return 0

@@ -48,7 +48,9 @@ def register(sub) -> None:
         "then a dead run's and is cancelled ($GPUPOOL_SINGLE_WRITER=1)",
     )
     p.add_argument("--preview-out", metavar="FILE", help="also write the preview text to FILE (for the PR comment)")
-    p.add_argument("-o", "--output", choices=("text", "json"), default="text", help="the summary: text or json")
+    from gpupool.cli.common import add_output_format
+
+    add_output_format(p, ("text", "json"), "text", help="the summary: text (default) or json")
     p.set_defaults(func=run)
 
 

@@ -41,7 +41,7 @@ def register(sub) -> None:
         "new",
         help="write a new tenant file into the stack's tenant directory and validate the stack with it",
         usage="gpupool tenant new NAME --tier TIER [--gpus RES=N ...] [--owner GROUP ...] "
-        "[--cost-center ID] [--stack NAME | SPEC]",
+        "[--cost-center ID] [-o text|json] [--stack NAME | SPEC]",
         description="Validate the whole stack with a new tenant NAME in it, then write TENANT_DIR/NAME.yaml "
         "(schema modeline, tier, GPU quota, owners and cost centre; placeholders that fail validation (GP590) "
         "until they are filled in for the ones not given), never overwriting a file or an existing tenant, "
@@ -83,6 +83,11 @@ def register(sub) -> None:
         "--stack",
         metavar="NAME",
         help="read the spec path from gpupool:spec in the Pulumi stack's settings (stacks/Pulumi.NAME.yaml)",
+    )
+    from gpupool.cli.common import add_output_format
+
+    add_output_format(
+        new, ("text", "json"), "text", help="text (default) or json: what was written, the problems and next steps"
     )
     new.set_defaults(func=cmd_new, extend="positional")
 
@@ -290,12 +295,16 @@ def cmd_new(args) -> int:
     known = {_key(d) for d in before.report.sorted()}
     diagnostics = after.report.sorted()
     added = [d for d in diagnostics if _key(d) not in known]
-    for d in added:
-        print(d.render(), file=sys.stderr)
+    as_json = args.output == "json"
+    if not as_json:
+        for d in added:
+            print(d.render(), file=sys.stderr)
     blocking = [d for d in added if d.is_error and not (d.rule == PLACEHOLDER_RULE and d.location.file == str(target))]
     if blocking:
         from gpupool.present.text import plural
 
+        if as_json:
+            _print_json(name, path, None, added, [], [])
         print(
             f"{target}: not written: {plural(len(blocking), 'error')} with {name} added (above); change the "
             "quota, tier, owners or cost centre and run tenant new again",
@@ -303,32 +312,66 @@ def cmd_new(args) -> int:
         )
         return 1
     if not _write_tenant(spec_file.parent, target.relative_to(spec_file.parent), text):
+        if as_json:
+            _print_json(name, path, None, added, [], [])
         return 1
-    print(f"created {target}")
+    notes: list[tuple[str, str]] = []  # (warning or note, message)
     if not any(
         t.get("name") == name for t in (load_spec(spec_file).data or {}).get("tenants") or [] if isinstance(t, dict)
     ):
         # tenant_dir chose a directory the loader does not read after all: say so rather than pretend
-        print(f"warning: {path} did not read {target}; check its tenantFiles", file=sys.stderr)
+        notes.append(("warning", f"{path} did not read {target}; check its tenantFiles"))
     if before.report.errors:
         from gpupool.present.text import plural
 
-        print(
-            f"note: {path} already had {plural(len(before.report.errors), 'error')} without {name}; "
-            f"`gpupool validate {path}` shows them",
-            file=sys.stderr,
+        notes.append(
+            (
+                "note",
+                f"{path} already had {plural(len(before.report.errors), 'error')} without {name}; "
+                f"`gpupool validate {path}` shows them",
+            )
         )
+    steps = next_steps(target, path, args.owner, args.cost_center)
+    if as_json:
+        _print_json(name, path, target, added, notes, steps)
+        return 0
+    print(f"created {target}")
+    for kind, message in notes:
+        print(f"{kind}: {message}", file=sys.stderr)
+    print("\nnext steps:")
+    for i, step in enumerate(steps, 1):
+        print(f"  {i}. {step}")
+    return 0
+
+
+def next_steps(target: Path, path: str, owners: list[str], cost_center: str | None) -> list[str]:
+    """What the onboarding pull request still needs, in order (text and json show the same list)."""
     todo = [
         w
-        for w, given in (("owners (the groups that run workloads there)", args.owner), ("costCenter", args.cost_center))
+        for w, given in (("owners (the groups that run workloads there)", owners), ("costCenter", cost_center))
         if not given
     ]
-    print("\nnext steps:")
-    step = 1
-    if todo:
-        print(f"  {step}. edit {target}: set {' and '.join(todo)}")
-        step += 1
-    print(f"  {step}. gpupool validate {path}")
-    print(f"  {step + 1}. gpupool diff --base origin/main {path}    # what the onboarding pull request changes")
-    print(f"  {step + 2}. git add {target} and open the pull request")
-    return 0
+    steps = [f"edit {target}: set {' and '.join(todo)}"] if todo else []
+    return steps + [
+        f"gpupool validate {path}",
+        f"gpupool diff --base origin/main {path}    # what the onboarding pull request changes",
+        f"git add {target} and open the pull request",
+    ]
+
+
+def _print_json(
+    name: str, spec: str, created: Path | None, diagnostics, notes: list[tuple[str, str]], steps: list[str]
+):
+    import json
+
+    from gpupool.present.diagnostics import diagnostic_json
+
+    doc = {
+        "tenant": name,
+        "spec": spec,
+        "created": None if created is None else str(created),
+        "diagnostics": [diagnostic_json(d) for d in diagnostics],
+        "notes": [{"severity": kind, "message": message} for kind, message in notes],
+        "nextSteps": steps,
+    }
+    print(json.dumps(doc, indent=2))

@@ -37,6 +37,19 @@ def _message(d: Diagnostic) -> str:
     return f"{d.path}: {d.message}" if d.path else d.message
 
 
+def diagnostic_json(d: Diagnostic) -> dict:
+    """One diagnostic as `validate -o json` (and `tenant new -o json`) write it."""
+    return {
+        "rule": d.rule,
+        "severity": d.severity,
+        "file": d.location.file,
+        "line": d.location.line,
+        "column": d.location.column,
+        "path": d.path,
+        "message": d.message,
+    }
+
+
 def as_json(checked: Sequence[Checked]) -> str:
     return (
         json.dumps(
@@ -49,18 +62,7 @@ def as_json(checked: Sequence[Checked]) -> str:
                         "ok": c.ok,
                         "errors": c.errors,
                         "warnings": c.warnings,
-                        "diagnostics": [
-                            {
-                                "rule": d.rule,
-                                "severity": d.severity,
-                                "file": d.location.file,
-                                "line": d.location.line,
-                                "column": d.location.column,
-                                "path": d.path,
-                                "message": d.message,
-                            }
-                            for d in c.diagnostics
-                        ],
+                        "diagnostics": [diagnostic_json(d) for d in c.diagnostics],
                     }
                     for c in checked
                 ],

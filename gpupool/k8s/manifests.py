@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -147,6 +148,7 @@ _HEX_PREFIX = re.compile(r"^[-+]?0[xX]")  # float.fromhex alone also takes "cafe
 _DOT_SPECIAL = re.compile(r"^[-+]?\.(inf|nan)$", re.IGNORECASE)  # .inf, -.Inf, .NaN
 
 
+@functools.lru_cache(maxsize=1 << 16)  # the same label values and keys recur in every tenant's objects
 def reads_as_non_string(text: str) -> bool:
     """Whether a YAML 1.1 or 1.2 reader could take TEXT, written plain, for a number, boolean or null.
 

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpupool.analysis import diff as dm
+from gpupool.analysis import queue_diff as qd
 from gpupool.analysis.sides import Side
 from gpupool.present import diff as present
 from gpupool.spec.diagnostics import Diagnostic, Location
@@ -87,7 +88,22 @@ def diffs(draw):
         dm.ConfigDiff(c.pool, "mig", c.config_before, c.config_after, "--- a\n+++ b\n" + "-  x: 1\n+  x: 2\n" * 30)
         for c in mig
     ]
-    d = dm.SpecDiff(tenants=tenants, headroom=headroom, mig=mig, objects=objects, configs=configs)
+    queues = qd.QueueDiff(True, draw(st.sampled_from([True, True, False])))
+    if queues.enabled_after:
+        for i in range(draw(st.integers(0, 3000))):
+            lines = tuple(
+                qd.QuotaLine(f"pool-{k}", r, 8, draw(st.sampled_from([4, 8, 12])), None, 2, 8, 4)
+                for k, r in enumerate(resources[: draw(st.integers(0, 3))])
+            )
+            kind = draw(st.sampled_from(list(qd.Change))) if i < 50 else qd.Change.CHANGED
+            queues.tenants.append(qd.TenantQueueChange(f"team-{i:05d}", kind, "standard", "root", "root", lines))
+        queues.tiers = [
+            qd.TierPolicyChange(
+                f"tier-{i}", qd.PolicyField.LENDING_LIMIT, 0, None, "lends now" * draw(st.integers(0, 1))
+            )
+            for i in range(draw(st.integers(0, 30)))
+        ]
+    d = dm.SpecDiff(tenants=tenants, headroom=headroom, mig=mig, objects=objects, configs=configs, queues=queues)
     d.head_ok = all(h.headroom_after >= 0 for h in headroom)
     return d
 
@@ -125,6 +141,10 @@ def test_comment_always_fits_and_keeps_what_matters(d, sides_, preview_lines):
     # the alert box is always there when something warrants one, with its count of what is not listed
     if d.mig or any(t.kind == "removed" and t.namespace == "retained" for t in d.tenants):
         assert "> [!WARNING]" in md
+    # queue risks are alerts like the others: always in the box, however many queue rows are cut
+    for a in d.alerts():
+        if a.risk in (dm.Risk.NOMINAL_REDUCED, dm.Risk.PREEMPTION_EXPOSED, dm.Risk.QUEUEING_OFF):
+            assert present._ALERT_TITLE[a.risk] in md, a.risk
     # every headroom row is kept as long as the fixed parts leave any room (errors listed are few then)
     if not head.diagnostics or len(head.diagnostics[0].location.file) < 200:
         for h in d.headroom:
@@ -139,6 +159,11 @@ def test_comment_always_fits_and_keeps_what_matters(d, sides_, preview_lines):
         assert len(re.findall(r"^\| . \| ", section, re.M)) + (int(cut.group(1).replace(",", "")) if cut else 0) == len(
             rows
         )
+    if "<summary>Queues (Kueue)" in md:
+        cut = re.search(r"✂ ([\d,]+) more queue rows cut", md)
+        section = md.split("<summary>Queues (Kueue)")[1].split("</details>")[0]
+        shown = len(re.findall(r"^\| . \| ", section, re.M))
+        assert shown + (int(cut.group(1).replace(",", "")) if cut else 0) == len(present.queue_rows(d.queues))
 
 
 def test_pathological_fixed_parts_still_fit():

@@ -45,3 +45,21 @@ def test_every_key_is_documented(base, tmp_path, capsys):
     missing = sorted(_keys(doc, set()) - documented)
     assert missing == [], f"not in docs/diff-json.md: {missing}"
     assert f"`schemaVersion` is **{doc['schemaVersion']}**" in text
+
+
+def test_every_queue_key_is_documented(tmp_path, capsys):
+    """The same for `queues` (a diff that fills its lists: a cohort, a tier policy, quota changes)."""
+    from tests.test_queueing import SMALL
+
+    b, h = tmp_path / "b.yaml", tmp_path / "h.yaml"
+    b.write_text(SMALL)
+    h.write_text(
+        SMALL.replace("queueing:\n", "queueing:\n  cohorts:\n    - {name: research, tenants: [train]}\n").replace(
+            "inference: {lendingLimit: 0}", "inference: {lendingLimit: 1}"
+        )
+    )
+    doc = json.loads(run(capsys, b, h, "-o", "json")[1])
+    for key in ("tenants", "tiers", "cohorts"):
+        assert doc["queues"][key], key
+    documented = {w for span in re.findall(r"`([^`]+)`", DOC.read_text()) for w in re.findall(r"[A-Za-z]+", span)}
+    assert sorted(_keys(doc, set()) - documented) == []

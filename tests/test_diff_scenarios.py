@@ -126,6 +126,23 @@ def _scenarios(tmp: Path) -> dict[str, tuple[Path, Path, list[str]]]:
         sharded,
         ["moves 2 tenants between Pulumi stacks", "tenants move between Pulumi stacks:"],
     )
+    from tests.test_queueing import SMALL
+
+    (tmp / "queue-base.yaml").write_text(SMALL)
+    lends = SMALL.replace("inference: {lendingLimit: 0}", "inference: {}").replace(
+        "nvidia.com/gpu: 2, nvidia.com/mig-1g.5gb: 3}", "nvidia.com/gpu: 1, nvidia.com/mig-1g.5gb: 3}"
+    )
+    (tmp / "queue-head.yaml").write_text(lends)
+    out["queue-change"] = (
+        tmp / "queue-base.yaml",
+        tmp / "queue-head.yaml",
+        [
+            "reduces the guaranteed Kueue quota of 1 tenant; exposes the workloads of 1 tier to more preemption",
+            "serve (whole nvidia.com/gpu 2 → 1)",
+            "inference (lendingLimit 0 → none)",
+            "Queues (Kueue): 2 changed",
+        ],
+    )
     return out
 
 
@@ -152,7 +169,7 @@ def comments(tmp_path_factory):
 
 
 def test_what_matters_is_visible_without_expanding(comments):
-    assert len(comments) == 8
+    assert len(comments) == 9
     for name, (md, must) in comments.items():
         seen = _visible(md)
         for text in must:

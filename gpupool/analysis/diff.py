@@ -24,6 +24,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from gpupool.analysis import plan as planmod
+from gpupool.analysis import queue_diff as qd
 from gpupool.k8s import manifests, render, rollout
 from gpupool.model import platform as m
 from gpupool.model import sharding
@@ -293,6 +294,10 @@ class Risk(StrEnum):
     REBOOT = "reboot"  # ... and reboots the nodes
     STACK_MOVE = "stackMove"  # tenants move between Pulumi stacks (two-pass run)
     NODES_REMOVED = "nodesRemoved"  # nodes leave the platform (their GPUs no longer count)
+    QUEUEING_ON = "queueingOn"  # Kueue queueing turned on: every tenant's Jobs must go through Kueue
+    QUEUEING_OFF = "queueingOff"  # turned off: the queues go, ResourceQuotas shrink back to the grants
+    NOMINAL_REDUCED = "nominalReduced"  # a tenant's guaranteed Kueue quota shrinks on some flavor
+    PREEMPTION_EXPOSED = "preemptionExposed"  # a tier's queue policy lets its (or others') workloads be preempted more
 
 
 @dataclass(frozen=True)
@@ -306,7 +311,7 @@ class Alert:
 class Unknown:
     """An item one side could not read: compared as the other side has it, so it shows no change."""
 
-    section: str  # "tenant" | "tier" | "pool" | "oversubscription"
+    section: str  # "tenant" | "tier" | "pool" | "oversubscription" | "queueing"
     name: str
     side: str  # "BASE" | "HEAD"
     reason: str
@@ -330,6 +335,7 @@ class SpecDiff:
     stack_moves: list[StackMove] = field(default_factory=list)
     tenant_shards: tuple[int, int] = (0, 0)  # sharding.tenantShards before, after (0 = not sharded)
     pools: list[PoolChange] = field(default_factory=list)
+    queues: qd.QueueDiff = field(default_factory=qd.QueueDiff)  # Kueue (only with `queueing:` on a side)
     comparable: bool = True  # False: a side that exists has no model at all; nothing was compared
     head_ok: bool = True  # every resource has non-negative headroom in HEAD
 
@@ -353,6 +359,10 @@ class SpecDiff:
             "nodesLeaving": sum(len(p.nodes_removed) + max(0, p.count_before - p.count_after) for p in self.pools),
             "headroomChanges": sum(h.changed for h in self.headroom),
             "negativeHeadroom": sum(h.headroom_after is not None and h.headroom_after < 0 for h in self.headroom),
+            "queuesAdded": sum(q.kind == qd.Change.ADDED for q in self.queues.tenants),
+            "queuesChanged": sum(q.kind == qd.Change.CHANGED for q in self.queues.tenants),
+            "queuesRemoved": sum(q.kind == qd.Change.REMOVED for q in self.queues.tenants),
+            "queuePolicyChanges": len(self.queues.tiers) + len(self.queues.cohorts),
         }
 
     @property
@@ -379,6 +389,10 @@ class SpecDiff:
             (Risk.REBOOT, [c.pool for c in self.evicting if c.reboot]),
             (Risk.STACK_MOVE, [mv.tenant for mv in self.stack_moves]),
             (Risk.NODES_REMOVED, [n for p in self.pools for n in p.nodes_removed]),
+            (Risk.QUEUEING_ON, [q.tenant for q in self.queues.tenants] if self.queues.turned_on else []),
+            (Risk.QUEUEING_OFF, [q.tenant for q in self.queues.tenants] if self.queues.turned_off else []),
+            (Risk.NOMINAL_REDUCED, [q.tenant for q in self.queues.tenants if q.reduced]),
+            (Risk.PREEMPTION_EXPOSED, list(dict.fromkeys(t.tier for t in self.queues.exposing))),
         ]
         out = [Alert(risk, tuple(names), len(names)) for risk, names in found if names]
         unnamed = sum(c.node_count for c in self.evicting if not c.nodes)
@@ -406,6 +420,7 @@ class SpecDiff:
             or self.configs
             or self.stack_moves
             or self.pools
+            or not self.queues.empty
             or self.tenant_shards[0] != self.tenant_shards[1]
             or any(h.changed for h in self.headroom)
         )
@@ -983,11 +998,29 @@ def reconcile(
     elif gb.oversubscription:
         over_b = over_a
         unknown.append(Unknown("oversubscription", "oversubscription", "BASE", "invalid in BASE"))
+    # A `queueing:` block that did not validate is absent from the model: not "queueing turned off".
+    queue_b, queue_a = base.queueing, head.queueing
+    if ga.queueing:
+        queue_a = queue_b
+        unknown.append(Unknown("queueing", "queueing", "HEAD", "invalid in HEAD"))
+    elif gb.queueing:
+        queue_b = queue_a
+        unknown.append(Unknown("queueing", "queueing", "BASE", "invalid in BASE"))
     base2 = replace(
-        base, tenants=fields["tenants"][0], tiers=fields["tiers"][0], pools=fields["pools"][0], oversubscription=over_b
+        base,
+        tenants=fields["tenants"][0],
+        tiers=fields["tiers"][0],
+        pools=fields["pools"][0],
+        oversubscription=over_b,
+        queueing=queue_b,
     )
     head2 = replace(
-        head, tenants=fields["tenants"][1], tiers=fields["tiers"][1], pools=fields["pools"][1], oversubscription=over_a
+        head,
+        tenants=fields["tenants"][1],
+        tiers=fields["tiers"][1],
+        pools=fields["pools"][1],
+        oversubscription=over_a,
+        queueing=queue_a,
     )
     return base2, head2, unknown
 
@@ -1105,5 +1138,6 @@ def compute(base: m.Spec | None, head: m.Spec | None) -> SpecDiff:
         stack_moves=stack_moves(base, head),
         tenant_shards=(base.tenant_shards if base else 0, head.tenant_shards if head else 0),
         pools=pool_changes(base, head),
+        queues=qd.compute(base, head, built_b, built_a),
         head_ok=head_plan.ok if head_plan else False,
     )

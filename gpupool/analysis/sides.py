@@ -30,6 +30,7 @@ class Gaps:
     pools: set[str] = field(default_factory=set)
     unnamed: set[str] = field(default_factory=set)  # "tenants" | "tiers" | "pools"
     oversubscription: bool = False
+    queueing: bool = False  # the `queueing:` block is there but did not make it into the model
 
     def named(self, section: str) -> set[str]:
         return getattr(self, section)
@@ -37,7 +38,13 @@ class Gaps:
     @property
     def empty(self) -> bool:
         return not (
-            self.tenants or self.tenant_files or self.tiers or self.pools or self.unnamed or self.oversubscription
+            self.tenants
+            or self.tenant_files
+            or self.tiers
+            or self.pools
+            or self.unnamed
+            or self.oversubscription
+            or self.queueing
         )
 
 
@@ -86,6 +93,7 @@ def find_gaps(loaded, model) -> Gaps:
             gaps.unnamed.add("tenants")  # an entry that could not be expanded: which tenants it holds is unknown
         if d.path.startswith("oversubscription"):
             gaps.oversubscription = True
+    gaps.queueing = isinstance(data.get("queueing"), dict) and (model is None or model.queueing is None)
     return gaps
 
 

@@ -121,6 +121,7 @@ class Plan:
     # without parsing the rendered text back.
     mig_configs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # config name -> mig-parted entries
     plugin_configs: dict[str, dict[str, Any]] = field(default_factory=dict)  # ConfigMap key -> device-plugin config
+    queues: QueueObjects | None = None  # the Kueue objects and the queue model they come from (with `queueing:`)
 
     def by_component(self) -> dict[str, list[Desired]]:
         out: dict[str, list[Desired]] = {}
@@ -682,6 +683,7 @@ def build(spec: m.Spec) -> Plan:
         # ValidatePriorityClassUpdate), and pulumi-kubernetes updates a PriorityClass in place.
         plan.objects.append(Desired("tiers", f"tier-{tier.name}", obj, replace_on_changes=PRIORITY_IMMUTABLE))
     kq = queue_objects(spec)
+    plan.queues = kq
     if kq is not None:
         plan.objects.extend(kq.platform)
     quoted = quota_resources(spec)
@@ -701,6 +703,7 @@ class QueueObjects:
     platform: list[Desired]
     by_tenant: dict[str, list[dict[str, Any]]]
     admitted: dict[str, dict[str, int]]  # tenant -> resource -> the most Kueue can admit (its quota's size)
+    queues: dict[str, queues.TenantQueue] = field(default_factory=dict)  # what the ClusterQueues are made from
 
 
 def queue_objects(spec: m.Spec) -> QueueObjects | None:
@@ -722,8 +725,9 @@ def queue_objects(spec: m.Spec) -> QueueObjects | None:
     ]
     by_tenant: dict[str, list[dict[str, Any]]] = {}
     tenants = {t.name: t for t in spec.tenants}
-    for name, queue in queues.tenant_queues(spec, qs).items():
+    tenant_queues = queues.tenant_queues(spec, qs)
+    for name, queue in tenant_queues.items():
         tenant = tenants[name]
         tlabels = {**labels, LABEL_TENANT: name, LABEL_TIER: tenant.tier}
         by_tenant[name] = [kueue.cluster_queue(queue, qs, tlabels, LABEL_TENANT), kueue.local_queue(tenant, tlabels)]
-    return QueueObjects(platform, by_tenant, queues.max_admitted(spec, qs))
+    return QueueObjects(platform, by_tenant, queues.max_admitted(spec, qs), tenant_queues)

@@ -25,6 +25,7 @@ from gpupool.analysis.diff import (
     UnknownCause,
 )
 from gpupool.present.numbers import signed
+from gpupool.present.queue_diff import limit_text, queue_rows, reduced_text
 from gpupool.present.tables import md_table, text_table
 
 if TYPE_CHECKING:
@@ -192,6 +193,8 @@ def _unknown_lines(d) -> list[str]:
             what = f"tenant {u.name} is {word} in {u.side}" + ("" if plain else f" ({u.reason})")
         elif u.section == "oversubscription":
             what = f"the oversubscription policy is invalid in {u.side}"
+        elif u.section == "queueing":
+            what = f"the queueing block is invalid in {u.side}"
         else:
             what = f"{u.section} {u.name} is INVALID in {u.side}" + ("" if plain else f" ({u.reason})")
         out.append(f"{what}: compared as {'BASE' if u.side == 'HEAD' else 'HEAD'} has it, so no change is shown")
@@ -451,9 +454,32 @@ def summary_line(d) -> str:
         f"{_plural(s['tenantsMovingStack'], 'tenant')} moving between Pulumi stacks"
         if s["tenantsMovingStack"]
         else None,
+        "queueing turned on"
+        if d.queues.turned_on
+        else "queueing turned off"
+        if d.queues.turned_off
+        else group(
+            "queue",
+            [(s["queuesAdded"], "to add"), (s["queuesChanged"], "to change"), (s["queuesRemoved"], "to remove")],
+        ),
+        f"{_plural(s['queuePolicyChanges'], 'queue policy change')} (tiers, cohorts)"
+        if s["queuePolicyChanges"] and not (d.queues.turned_on or d.queues.turned_off)
+        else None,
     ]
     shown = [p for p in parts if p]
     return " · ".join(shown) if shown else "no changes"
+
+
+def summary_line_queues(d) -> str:
+    """The Queues section's counts: `2 added, 3 changed, 1 tier or cohort policy change`."""
+    s = d.summary()
+    if d.queues.turned_on or d.queues.turned_off:
+        return "queueing turned " + ("on" if d.queues.turned_on else "off")
+    parts = [
+        _counts([(s["queuesAdded"], "added"), (s["queuesChanged"], "changed"), (s["queuesRemoved"], "removed")]),
+        _plural(s["queuePolicyChanges"], "tier or cohort policy change") if s["queuePolicyChanges"] else "",
+    ]
+    return ", ".join(p for p in parts if p and p != "none")
 
 
 def _risk_phrase(d, a) -> str:
@@ -472,6 +498,10 @@ def _risk_phrase(d, a) -> str:
         Risk.REBOOT: f"reboots the nodes of {_plural(n, 'pool')}",
         Risk.STACK_MOVE: f"moves {_plural(n, 'tenant')} between Pulumi stacks",
         Risk.NODES_REMOVED: f"removes {_plural(n, 'node')}",
+        Risk.QUEUEING_ON: f"turns Kueue queueing on for {_plural(n, 'tenant')}",
+        Risk.QUEUEING_OFF: f"turns Kueue queueing off ({_plural(n, 'queue')} deleted)",
+        Risk.NOMINAL_REDUCED: f"reduces the guaranteed Kueue quota of {_plural(n, 'tenant')}",
+        Risk.PREEMPTION_EXPOSED: f"exposes the workloads of {_plural(n, 'tier')} to more preemption",
     }[a.risk]
 
 
@@ -506,6 +536,10 @@ _ALERT_TITLE = {
     Risk.REBOOT: "nodes reboot (migRebootOnReconfigure)",
     Risk.STACK_MOVE: "tenants move between Pulumi stacks",
     Risk.NODES_REMOVED: "nodes leave the platform",
+    Risk.QUEUEING_ON: "Kueue queueing turned on: every tenant's Jobs must go through Kueue",
+    Risk.QUEUEING_OFF: "Kueue queueing turned off: queues deleted, ResourceQuotas shrink to the grants",
+    Risk.NOMINAL_REDUCED: "guaranteed (nominal) Kueue quota shrinks: usage above it is preemptible on reclaim",
+    Risk.PREEMPTION_EXPOSED: "tier queue policy allows more preemption",
 }
 
 
@@ -523,6 +557,20 @@ def alert_lines(d, names: int = 10) -> list[tuple[str, str]]:
             ]
         elif a.risk == Risk.FOREIGN_SERVICE_ACCOUNT:
             what = [f"{n} ({', '.join(by_name[n].foreign_service_accounts)})" for n in a.names]
+        elif a.risk == Risk.NOMINAL_REDUCED:
+            queues = {q.tenant: q for q in d.queues.tenants}
+            what = [f"{n} ({reduced_text(queues[n])})" for n in a.names]
+        elif a.risk == Risk.PREEMPTION_EXPOSED:
+            what = [
+                f"{n} ("
+                + "; ".join(
+                    f"{t.field.value} {limit_text(t.before)} → {limit_text(t.after)}"
+                    for t in d.queues.exposing
+                    if t.tier == n
+                )
+                + ")"
+                for n in a.names
+            ]
         else:
             what = list(a.names)
         out.append((_ALERT_TITLE[a.risk], f"{a.count:,} — {_names(what, names)}" if names else f"{a.count:,}"))
@@ -613,6 +661,7 @@ def format_text(base: Side, head: Side, d, ok: bool) -> str:
         lines.append("Headroom (allowed by the oversubscription policy minus granted), before → after")
         lines.extend("  " + line for line in text_table(HEADROOM_HEADERS, rows).splitlines())
         lines.append("")
+    section("Queues (Kueue)", [f"{r.marker} {r.text}" for r in queue_rows(d.queues)])
     section("Pools", _pool_lines(d))
     section(
         "MIG layout changes", [x for sentence, detail in _mig_lines(d) for x in [sentence, *(f"  {y}" for y in detail)]]
@@ -880,6 +929,20 @@ def _sections(base: Side, head: Side, d, preview: str | None) -> list[_Section]:
                 head="\n".join(lines[:2]) + "\n",
                 tail=("\n" + _fenced(chart, "mermaid")) if chart else "",
                 open=True,
+            )
+        )
+    qrows = queue_rows(d.queues)
+    if qrows:
+        out.append(
+            _Section(
+                "queue rows",
+                "Queues (Kueue): " + (summary_line_queues(d) or "changes"),
+                [
+                    _Item(f"| {r.marker} | {_md_escape(r.text)} |", RANK_TENANT_RISK if r.risky else RANK_QUOTA)
+                    for r in qrows
+                ],
+                head="|  | QUEUE CHANGE |\n|---|---|\n",
+                open=len(qrows) <= 20,
             )
         )
     pools = _pool_lines(d)
@@ -1160,6 +1223,13 @@ def format_json(base: Side, head: Side, d, ok: bool) -> str:
         "tenantShards": {"before": d.tenant_shards[0], "after": d.tenant_shards[1]},
         "stackMoves": [asdict(mv) for mv in d.stack_moves],
         "pools": [asdict(p) for p in d.pools],
+        "queues": {
+            "enabledBefore": d.queues.enabled_before,
+            "enabledAfter": d.queues.enabled_after,
+            "tenants": [asdict(q) for q in d.queues.tenants],
+            "tiers": [asdict(t) for t in d.queues.tiers],
+            "cohorts": [asdict(c) for c in d.queues.cohorts],
+        },
     }
     return json.dumps(_camelize(doc), indent=2, ensure_ascii=False, default=str) + "\n"
 

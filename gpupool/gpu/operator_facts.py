@@ -23,3 +23,8 @@ def chart_version() -> str:
 def operator_managed_env() -> dict[str, tuple[str, ...]]:
     """operand -> the variables the operator itself sets in that operand's DaemonSet."""
     return {k: tuple(v) for k, v in _facts()["operator_managed_env"].items()}
+
+
+def mig_presets_fact() -> dict[str, object]:
+    """Where the operator's default MIG configs come from (file, source, git blob id, count)."""
+    return dict(_facts()["mig_presets"])

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from gpupool.gpu import operator_presets
 from gpupool.k8s import admission, kueue, priority_guard, rollout
 from gpupool.k8s.naming import bounded, content_hash
 from gpupool.model import platform as m
@@ -254,7 +255,8 @@ def _mig_entries(pool: m.NodePool) -> list[dict[str, Any]]:
 
 
 def mig_config(spec: m.Spec) -> tuple[str, dict[str, str]]:
-    """(config.yaml text, pool -> config name). Always has all-disabled; one config per distinct layout."""
+    """(config.yaml text, pool -> config name). Always has all-disabled; one config per distinct layout; then
+    the GPU Operator's presets, so a node labelled with one outside gpupool keeps working (operator_presets)."""
     configs, by_pool = mig_configs(spec)
     return dump_yaml({"version": "v1", "mig-configs": configs}), by_pool
 
@@ -270,7 +272,19 @@ def mig_configs(spec: m.Spec) -> tuple[dict[str, list[dict[str, Any]]], dict[str
             by_pool[pool.name] = name
         elif _mig_capable(pool):
             by_pool[pool.name] = MIG_DISABLED
-    return configs, by_pool
+    return with_operator_presets(configs), by_pool
+
+
+def with_operator_presets(configs: dict[str, Any]) -> dict[str, Any]:
+    """CONFIGS followed by every operator preset. gpupool's names start with the GPU model (mig_config_name),
+    and no model is named `all`, so only all-disabled is shared, with the preset's content; a name that ever
+    meant something else would configure a preset's nodes wrongly, so that is a build error."""
+    out = dict(configs)
+    for name, entries in operator_presets.presets().items():
+        if name in out and out[name] != entries:
+            raise ValueError(f"mig-parted config {name!r} differs from the GPU Operator preset of that name")
+        out.setdefault(name, copy.deepcopy(entries))  # the cached presets stay untouched
+    return out
 
 
 def _mig_capable(pool: m.NodePool) -> bool:

@@ -160,6 +160,28 @@ def test_new_and_removed_queues_follow_the_tenants(tmp_path, capsys):
     assert "- gone: ClusterQueue and LocalQueue deleted with the tenant" in out
 
 
+def test_flavor_totals_are_the_plans(tmp_path, capsys):
+    """Per flavor, the figures `gpupool plan` shows before and after (queues.flavor_lines, one function)."""
+    from gpupool.analysis import plan as planmod
+    from gpupool.rules.engine import load_valid_spec
+
+    head_text = SMALL.replace("inference: {lendingLimit: 0}", "inference: {}")
+    doc = _json(tmp_path, capsys, head_text)
+    flavors = {(f["flavor"], f["resource"]): f for f in doc["queues"]["flavors"]}
+    for text, side in ((SMALL, "Before"), (head_text, "After")):
+        plan = planmod.compute(load_valid_spec(_write(tmp_path, "p", text)))
+        for line in plan.queues:
+            f = flavors.get((line.flavor, line.resource))
+            if f is not None:
+                assert (f["nominal" + side], f["lendable" + side], f["borrowable" + side]) == (
+                    line.nominal,
+                    line.lendable,
+                    line.borrowable,
+                )
+    assert flavors[("whole", "nvidia.com/gpu")]["lendableBefore"] == 2  # train's 2; serve lent nothing
+    assert flavors[("whole", "nvidia.com/gpu")]["lendableAfter"] == 4
+
+
 def test_the_figures_are_the_ones_the_cluster_queues_are_rendered_with(tmp_path):
     """One function computes each figure: every after-value of the diff is what HEAD's ClusterQueue says."""
     from gpupool.rules.engine import load_valid_spec
@@ -214,9 +236,11 @@ def test_queues_section_in_the_comment(tmp_path, capsys):
         "| ⚠ | serve: whole nvidia.com/gpu nominal 2 → 1 (-1), lendable 0 → 1; mig nvidia.com/mig-1g.5gb lendable "
         "0 → 3; most admitted (its ResourceQuota) nvidia.com/gpu 4 → 3; ⚠ guaranteed quota shrinks: what it "
         "runs above it counts as borrowed, preemptible on reclaim |\n"
+        "| ~ | flavor whole nvidia.com/gpu: nominal 4 → 3, lendable 2 → 3, borrowable 2 → 3 |\n"
+        "| ~ | flavor mig nvidia.com/mig-1g.5gb: lendable 0 → 3, borrowable 0 → 3 |\n"
         "| ~ | train: most admitted (its ResourceQuota) nvidia.com/gpu 2 → 3, nvidia.com/mig-1g.5gb 0 → 3 |\n\n"
     )
-    # after the headroom, before the rendered objects
+    # risky rows first (kept longest when cut); after the headroom, before the rendered objects
     assert md.index("<summary>Headroom") < md.index("<summary>Queues") < md.index("<summary>Rendered objects")
 
 

@@ -123,6 +123,23 @@ class CohortChange:
     weight_after: float | None = None
 
 
+@dataclass(frozen=True)
+class FlavorChange:
+    """One (flavor, resource) of `gpupool plan`'s "Kueue quota by flavor" (queues.flavor_lines), before →
+    after: the tenants' nominal quotas together, what they lend, and what borrowing tenants can take."""
+
+    flavor: str
+    resource: str
+    capacity_before: int
+    capacity_after: int
+    nominal_before: int
+    nominal_after: int
+    lendable_before: int
+    lendable_after: int
+    borrowable_before: int
+    borrowable_after: int
+
+
 @dataclass
 class QueueDiff:
     enabled_before: bool = False
@@ -130,6 +147,7 @@ class QueueDiff:
     tenants: list[TenantQueueChange] = field(default_factory=list)
     tiers: list[TierPolicyChange] = field(default_factory=list)
     cohorts: list[CohortChange] = field(default_factory=list)
+    flavors: list[FlavorChange] = field(default_factory=list)
     counts_after: tuple[int, int, int] = (0, 0, 0)  # HEAD: flavors, cohorts, ClusterQueues
 
     @property
@@ -142,7 +160,9 @@ class QueueDiff:
 
     @property
     def empty(self) -> bool:
-        return self.enabled_before == self.enabled_after and not (self.tenants or self.tiers or self.cohorts)
+        return self.enabled_before == self.enabled_after and not (
+            self.tenants or self.tiers or self.cohorts or self.flavors
+        )
 
     @property
     def exposing(self) -> list[TierPolicyChange]:
@@ -306,6 +326,19 @@ def _cohort_changes(qb: Queueing | None, qa: Queueing | None) -> list[CohortChan
     return out
 
 
+def _flavor_changes(before: list[qm.FlavorLine], after: list[qm.FlavorLine]) -> list[FlavorChange]:
+    b = {(x.flavor, x.resource): x for x in before}
+    out = []
+    for x in after:
+        y = b.get((x.flavor, x.resource))
+        if y is None:
+            continue  # a new pool: its flavor is in the pools section and the tenants' rows
+        values = (y.capacity, x.capacity, y.nominal, x.nominal, y.lendable, x.lendable, y.borrowable, x.borrowable)
+        if values[0::2] != values[1::2]:
+            out.append(FlavorChange(x.flavor, x.resource, *values))
+    return out
+
+
 # -- all of it ----------------------------------------------------------------------------------------
 
 
@@ -336,6 +369,8 @@ def compute(
         for t in base.tiers:
             if t.name in tiers_a:
                 d.tiers.extend(_policy_changes(t.name, qb.policy(t.name), qa.policy(t.name)))
+    if base and head and qb and qa:
+        d.flavors = _flavor_changes(qm.flavor_lines(base, qb), qm.flavor_lines(head, qa))
     if head and qa:
         d.counts_after = (len(head.pools), len(qa.all_cohorts()), len(queues_a))
     return d

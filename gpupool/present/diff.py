@@ -1229,6 +1229,7 @@ def format_json(base: Side, head: Side, d, ok: bool) -> str:
             "tenants": [asdict(q) for q in d.queues.tenants],
             "tiers": [asdict(t) for t in d.queues.tiers],
             "cohorts": [asdict(c) for c in d.queues.cohorts],
+            "flavors": [asdict(f) for f in d.queues.flavors],
         },
     }
     return json.dumps(_camelize(doc), indent=2, ensure_ascii=False, default=str) + "\n"

@@ -107,6 +107,20 @@ def queue_rows(d: QueueDiff) -> list[QueueRow]:
             )
         )
         return out  # every queue goes: one row says it
+    for f in d.flavors:
+        pairs = [
+            ("capacity", f.capacity_before, f.capacity_after),
+            ("nominal", f.nominal_before, f.nominal_after),
+            ("lendable", f.lendable_before, f.lendable_after),
+            ("borrowable", f.borrowable_before, f.borrowable_after),
+        ]
+        out.append(
+            QueueRow(
+                "~",
+                f"flavor {f.flavor} {f.resource}: " + ", ".join(f"{w} {x:,} → {y:,}" for w, x, y in pairs if x != y),
+                False,
+            )
+        )
     for t in d.tiers:
         what = f"tier {t.tier}: {t.field.value} {limit_text(t.before)} → {limit_text(t.after)}"
         if t.field == PolicyField.ISOLATED:

@@ -1,6 +1,7 @@
 """The one way gpupool writes files: beneath one directory, following no symbolic link, never clobbering.
 
-Every command that writes (render, `tenant new`, `init`) opens its target directory once as a `Directory`
+Every command that writes (render, `tenant new`, `init`, `diff --full-output`, `stacks --preview-out`, the
+`diff --base` checkout of BASE) opens its target directory once as a `Directory`
 and does everything else relative to that descriptor, one path component at a time, each opened with
 O_NOFOLLOW (O_DIRECTORY for the components above a file). So:
 
@@ -13,7 +14,8 @@ O_NOFOLLOW (O_DIRECTORY for the components above a file). So:
 - a file is deleted or replaced only when the caller proves that gpupool wrote it: its content hashes to a
   digest gpupool recorded when it wrote it (`remove_proven`, `rename(..., proof=...)`). A planted record can
   therefore at worst make gpupool delete a file inside the directory whose exact content the planter already
-  knew, which the same pull request could have deleted itself.
+  knew, which the same pull request could have deleted itself. The one exception: an output file the user
+  names on the command line (`write_output`) replaces a regular file of that name, by a rename.
 
 The directory itself is reached the same way: a relative path from the current directory, an absolute one
 from `/` (an absolute path below the current directory from there), with no link followed at any component.
@@ -276,6 +278,51 @@ class Directory:
         with parent:
             parent._write_exclusive(last, blob, self.where(name))
 
+    def replace_output(self, name: str, data: bytes | str) -> None:
+        """Write NAME as DATA where NAME is an output file the user named on the command line (`diff
+        --full-output FILE`, `stacks --preview-out FILE`): the one case where a file gpupool cannot prove it
+        wrote is replaced, because the user asked for that very name. Only a regular file is replaced (a link,
+        a directory, a FIFO or a device is refused), and by a rename of an exclusively created temporary file:
+        a rename replaces the name itself, never what a link (swapped in meanwhile) or a hard link reaches, and
+        a killed command leaves the old content or the new, never half of it."""
+        blob = data.encode("utf-8") if isinstance(data, str) else data
+        parent, last = self.parent_of(name)
+        with parent:
+            kind = parent.kind(last)
+            if kind not in ("missing", "file"):
+                raise Refused(self.where(name), refusal(kind))
+            tmp = parent._write_temp(last, blob)
+            try:
+                os.rename(tmp, last, src_dir_fd=parent.fd, dst_dir_fd=parent.fd)
+            except OSError as exc:
+                os.unlink(tmp, dir_fd=parent.fd)
+                raise Refused(self.where(name), reason(exc)) from None
+
+    def symlink_new(self, name: str, target: str) -> None:
+        """Create the symbolic link NAME -> TARGET (symlinkat: NAME itself is created, nothing is followed);
+        Refused when anything is at NAME already."""
+        parent, last = self.parent_of(name, create=True)
+        with parent:
+            try:
+                os.symlink(target, last, dir_fd=parent.fd)
+            except OSError as exc:
+                raise Refused(self.where(name), reason(exc)) from None
+
+    def sparse_new(self, name: str, size: int) -> None:
+        """Create NAME exclusively as a file of SIZE bytes that holds nothing (a hole: no disk, no memory)."""
+        parent, last = self.parent_of(name, create=True)
+        with parent:
+            try:
+                fd = os.open(last, _CREATE_FLAGS, 0o666, dir_fd=parent.fd)
+            except OSError as exc:
+                raise Refused(self.where(name), reason(exc)) from None
+            try:
+                os.ftruncate(fd, size)
+            except OSError as exc:
+                raise Refused(self.where(name), reason(exc)) from None
+            finally:
+                os.close(fd)
+
     def _write_exclusive(self, last: str, blob: bytes, shown: str) -> None:
         try:
             fd = os.open(last, _CREATE_FLAGS, 0o666, dir_fd=self.fd)
@@ -373,6 +420,20 @@ class Directory:
                 yield rel
             elif kind == "dir":
                 yield from self.walk_files(rel)
+
+
+def write_output(path: str | os.PathLike, data: bytes | str) -> None:
+    """Write the output file PATH that the user named (Directory.replace_output), its directory reached with
+    no link followed at any component. Refused when PATH names no file (empty, a directory, `..`)."""
+    shown = os.fspath(path)
+    head, _, last = shown.rpartition("/")
+    if not last or last in (".", ".."):
+        raise Refused(shown or "''", "is not a file name")
+    with Directory.open(head or ("/" if shown.startswith("/") else ".")) as d:
+        try:
+            d.replace_output(last, data)
+        except Refused as exc:
+            raise Refused(shown, exc.reason) from None
 
 
 def refusal(kind: str) -> str:

@@ -201,3 +201,72 @@ def test_a_link_swapped_in_before_the_use_is_never_followed(tree, monkeypatch):
         monkeypatch.undo()
     assert calls, "the swap never ran"
     _victim_intact(tree)
+
+
+# -- output files the user names (diff --full-output, stacks --preview-out) ----------------------------
+
+
+def test_an_output_file_replaces_only_a_regular_file(tree):
+    safe_write.write_output("root/out.md", "one")
+    safe_write.write_output("root/out.md", "two")  # a rerun replaces its own (or any regular) file
+    assert (tree / "root/out.md").read_text() == "two"
+    os.link(tree / "root/out.md", tree / "victim" / "hard")  # a hard link keeps its content: a rename, no write
+    safe_write.write_output(str(tree / "root/out.md"), "three")
+    assert (tree / "victim" / "hard").read_text() == "two"
+    os.unlink(tree / "victim" / "hard")
+    assert sorted(os.listdir(tree / "root")) == ["out.md"]  # no temporary file left
+    _victim_intact(tree)
+
+
+@pytest.mark.parametrize("path", ["root/link.md", "root/dirlink/out.md", "dirlink/out.md", "root/fifo", "root/sub"])
+def test_an_output_file_is_never_written_through_a_link_or_into_a_special_file(tree, path):
+    os.symlink(tree / "victim" / "file", tree / "root" / "link.md")
+    os.symlink(tree / "victim", tree / "root" / "dirlink")
+    os.symlink(tree / "victim", tree / "dirlink")
+    os.mkfifo(tree / "root" / "fifo")
+    (tree / "root" / "sub").mkdir()
+    with pytest.raises(Refused) as refused:
+        safe_write.write_output(path, "pwned")
+    where = refused.value.path  # located: the name itself, or the link on the way to it
+    assert where == path or (path.startswith(where + "/") and "symbolic link" in refused.value.reason)
+    assert refused.value.reason != "" and "pwned" not in str(refused.value)
+    _victim_intact(tree)
+    assert not any(p.name.startswith(".") for p in (tree / "root").iterdir())
+
+
+@pytest.mark.parametrize("path", ["", "root/", "root/..", "."])
+def test_an_output_path_that_names_no_file_is_refused(tree, path):
+    with pytest.raises(Refused, match="not a file name"):
+        safe_write.write_output(path, "x")
+
+
+def test_an_output_file_swapped_for_a_link_before_the_rename_stays_a_name(tree, monkeypatch):
+    """The worst moment: the name becomes a link after the kind check. The rename replaces the link itself."""
+    (tree / "root" / "out.md").write_text("old")
+    real_rename = os.rename
+
+    def swap_then_rename(src, dst, **kw):
+        os.unlink(tree / "root" / "out.md")
+        os.symlink(tree / "victim" / "file", tree / "root" / "out.md")
+        return real_rename(src, dst, **kw)
+
+    monkeypatch.setattr(safe_write.os, "rename", swap_then_rename)
+    safe_write.write_output("root/out.md", "new")
+    monkeypatch.undo()
+    assert not (tree / "root" / "out.md").is_symlink() and (tree / "root" / "out.md").read_text() == "new"
+    _victim_intact(tree)
+
+
+def test_links_and_sparse_files_are_created_beneath_the_directory_only(tree):
+    with Directory.open("root") as d:
+        d.symlink_new("t", str(tree / "victim"))
+        with pytest.raises(Refused, match="symbolic link"):
+            d.write_new("t/x.yaml", "pwned")  # a tree naming both a link `t` and a file `t/x.yaml`
+        with pytest.raises(Refused, match="symbolic link"):
+            d.sparse_new("t/big.yaml", 1 << 30)
+        with pytest.raises(Refused, match="exists already"):
+            d.symlink_new("t", "elsewhere")
+        d.sparse_new("sub/big.yaml", 1 << 30)
+    assert os.stat(tree / "root/sub/big.yaml").st_size == 1 << 30
+    assert os.stat(tree / "root/sub/big.yaml").st_blocks * 512 < 1 << 20  # a hole, not a gigabyte
+    _victim_intact(tree)

@@ -226,17 +226,28 @@ def materialize(ref: str, spec_path: Path | str, dest: Path) -> tuple[Path | Non
         sizes,
     )
     blobs = _cat_blobs(sorted({oid for _, oid in read}), root)
-    for p, (mode, oid) in sorted(chosen.items()):
-        out = dest / p
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if mode == "120000":
-            os.symlink(links[p], out)
-        elif oid in blobs:
-            out.write_bytes(blobs[oid])
-        else:
-            with open(out, "wb") as f:  # never read: empty (a name the loader lists) or sparse (too large)
-                f.truncate(sizes.get(oid, 0) if p in oversized else 0)
+    _write_tree(dest, chosen, links, blobs, {p: sizes.get(oid, 0) for p, (_, oid) in chosen.items() if p in oversized})
     return dest / rel, commit
+
+
+def _write_tree(dest: Path, chosen: dict, links: dict[str, str], blobs: dict[str, bytes], sparse: dict[str, int]):
+    """BASE's files under DEST through gpupool.safe_write: a tree can name both a link `t` and a file `t/x`
+    (git refuses to check such a tree out; a crafted commit can still hold it), and writing `t/x` must then
+    stop at the link instead of writing wherever it points. Such a path is left out: the loader reports the
+    missing file, located, as it would any other."""
+    from gpupool import safe_write
+
+    with safe_write.Directory.open(os.path.realpath(dest), create=True) as d:  # our own new directory
+        for p, (mode, oid) in sorted(chosen.items()):
+            try:
+                if mode == "120000":
+                    d.symlink_new(p, links[p])
+                elif oid in blobs:
+                    d.write_new(p, blobs[oid])
+                else:  # never read: empty (a name the loader lists) or sparse (too large, reported by size)
+                    d.sparse_new(p, sparse.get(p, 0))
+            except safe_write.Refused:
+                continue
 
 
 def _is_yaml(path: str) -> bool:

@@ -165,11 +165,13 @@ def run(args) -> int:
             if args.output == "markdown"
             else text
         )
-        try:
-            Path(args.full_output).write_text(full, encoding="utf-8")
-        except OSError as exc:
-            print(f"error: --full-output {args.full_output}: {exc.strerror}", file=sys.stderr)
-            return 2
+        from gpupool import safe_write
+
+        try:  # no link followed on the way, only a regular file replaced (a PR can plant a link at that name)
+            safe_write.write_output(args.full_output, full)
+        except safe_write.Refused as exc:
+            print(f"gpupool diff: error: --full-output {exc}; nothing was written", file=sys.stderr)
+            return 1
     print(text, end="")
     if not ok:
         return 1

@@ -99,6 +99,7 @@ class Platform:
         self.env: dict[str, str] = {**project_env(settings.project_dir), "PULUMI_BACKEND_URL": settings.backend_url}
         self.workspace = auto.LocalWorkspace(work_dir=str(settings.project_dir), env_vars=self.env)
         self.outcomes: list[Outcome] = []
+        self._previews: list[str] = []  # the preview texts so far, for --preview-out
 
     # -- stacks and their config -------------------------------------------------------------------
 
@@ -196,9 +197,8 @@ class Platform:
         try:
             if op == "preview":
                 result = stack.preview(diff=True, color="never", on_output=out)
-                if self.s.preview_out is not None:
-                    with self.s.preview_out.open("a", encoding="utf-8") as f:
-                        f.write(result.stdout)
+                self._previews.append(result.stdout)
+                self._write_previews()
                 self.outcomes.append(Outcome(stack.name, op, "succeeded", _counts(result.change_summary)))
             elif op == "up":
                 up = self._recovering(stack, lambda: stack.up(diff=True, color="never", on_output=out))
@@ -218,11 +218,22 @@ class Platform:
             self.outcomes.append(Outcome(stack.name, op, "failed", note=_reason(exc)))
             raise StackError(f"{stack.name}: {op} failed: {_reason(exc)}") from None
 
+    def _write_previews(self) -> None:
+        """--preview-out FILE holds every preview so far: rewritten whole through gpupool.safe_write (no link
+        followed, only a regular file replaced; the name is often in a pull request's checkout)."""
+        if self.s.preview_out is None:
+            return
+        from gpupool import safe_write
+
+        try:
+            safe_write.write_output(self.s.preview_out, "".join(self._previews))
+        except safe_write.Refused as exc:
+            raise StackError(f"--preview-out {exc}; nothing was written") from None
+
     # -- the whole platform ------------------------------------------------------------------------
 
     def run(self, op: str) -> None:
-        if self.s.preview_out is not None:
-            self.s.preview_out.write_text("", encoding="utf-8")
+        self._write_previews()  # emptied (or refused) before any stack is touched
         platform = self.configure_platform()
         runs = self.layout(platform, with_states=op == "up")
         if runs is None:

@@ -132,7 +132,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.output} is stale; run: python -m gpupool.rules.docs", file=sys.stderr)
             return 1
         return 0
-    args.output.write_text(text, encoding="utf-8")
+    from gpupool import safe_write
+
+    try:  # as every gpupool command writes: no link followed, only a regular file replaced
+        safe_write.write_output(args.output, text)
+    except safe_write.Refused as exc:
+        print(f"error: {exc}; nothing was written", file=sys.stderr)
+        return 1
     print(f"wrote {args.output}")
     return 0
 

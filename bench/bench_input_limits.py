@@ -126,11 +126,9 @@ def main() -> None:
     ap.add_argument("--markdown", action="store_true", help="also print the summary as a markdown table")
     args = ap.parse_args()
     memory = int(args.memory_gb * (1 << 30))
-    from gpupool.spec.loader import MAX_FILE_BYTES, MAX_RUN_BYTES
+    from gpupool.spec.loader import MAX_FILE_BYTES, MAX_RUN_BYTES, size_text
 
-    print(
-        f"caps: --max-file-size {MAX_FILE_BYTES / (1 << 20):g} MiB, --max-input-size {MAX_RUN_BYTES / (1 << 20):g} MiB"
-    )
+    print(f"caps: --max-file-size {size_text(MAX_FILE_BYTES)}, --max-input-size {size_text(MAX_RUN_BYTES)}")
     print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     print(f"{'command':<12} {'MiB':>5} {'exit':>4} {'wall s':>7} {'cpu s':>7} {'peak MB':>8} {'B/B':>5}", flush=True)
     rows = []

@@ -100,12 +100,12 @@ def test_per_file_and_per_run_caps(dev, capsys):
     padding = "# " + "x" * 1000 + "\n"
     big = tenants / "notebooks.yaml"
     big.write_text(big.read_text() + padding * 3000)  # ~3 MB
-    assert main(["validate", "stacks/dev/spec.yaml", "--max-file-size", "1Mi"]) == 1
+    assert main(["validate", "stacks/dev/spec.yaml", "--max-file-size", "1Mi", "--max-input-size", "8Mi"]) == 1
     err = capsys.readouterr().err
     assert "notebooks.yaml:1:1: error: not read: larger than 1,048,576 bytes" in err and "[GP022]" in err
-    assert main(["--max-file-size", "4Mi", "validate", "stacks/dev/spec.yaml"]) == 0  # before the command too
+    assert main(["--max-file-size", "4Mi", "--max-input-size", "4Mi", "validate", "stacks/dev/spec.yaml"]) == 0
     capsys.readouterr()
-    assert main(["validate", "stacks/dev/spec.yaml", "--max-input-size", "2Mi"]) == 1
+    assert main(["validate", "stacks/dev/spec.yaml", "--max-input-size", "2Mi", "--max-file-size", "8Mi"]) == 1
     assert "exceed 2,097,152 bytes in all" in capsys.readouterr().err
 
 
@@ -186,6 +186,27 @@ def test_a_base_blob_above_the_cap_is_never_read(repo, monkeypatch, capsys):
     requested: list[str] = []
     real = gitspec._cat_blobs
     monkeypatch.setattr(gitspec, "_cat_blobs", lambda oids, root: requested.extend(oids) or real(oids, root))
-    main(["diff", "--base", "HEAD", "stacks/dev/spec.yaml", "--max-file-size", "1Mi"])
+    main(["diff", "--base", "HEAD", "stacks/dev/spec.yaml", "--max-file-size", "1Mi", "--max-input-size", "8Mi"])
     assert _git(repo, "rev-parse", "HEAD:stacks/dev/tenants/notebooks.yaml").strip() not in requested
     assert "larger than 1,048,576 bytes" in capsys.readouterr().err
+
+
+def test_the_default_caps_are_what_every_command_handles_in_60_s(dev, capsys):
+    """The default run cap is set by the slowest command, render (docs/cli.md, "Input limits": 39 s for 512 KiB
+    of tenant files, 124 s for 1 MiB on 2 loaded cores); 32 MiB let through what no command handled in 60 s.
+    A 600 KB stack is refused by default, located, and read when the flags raise the caps."""
+    from gpupool.spec.loader import MAX_FILE_BYTES, MAX_RUN_BYTES
+
+    assert MAX_RUN_BYTES == MAX_FILE_BYTES == 512 << 10
+    tenants = dev / "stacks/dev/tenants"
+    template = (tenants / "notebooks.yaml").read_text()
+    for i in range(600_000 // len(template) + 1):
+        (tenants / f"bulk-{i}.yaml").write_text(template.replace("name: notebooks", f"name: bulk-{i}"))
+    assert main(["validate", "stacks/dev/spec.yaml"]) == 1
+    err = capsys.readouterr().err
+    assert "[GP022]" in err and "exceed 524,288 bytes in all" in err
+    assert main(["validate", "stacks/dev/spec.yaml", "--max-input-size", "1Mi"]) in (0, 1)
+    assert "[GP022]" not in capsys.readouterr().err
+    docs = (Path(__file__).resolve().parents[1] / "docs/cli.md").read_text()
+    assert f"no spec or tenant file above {MAX_FILE_BYTES >> 10} KiB" in docs
+    assert f"at most {MAX_RUN_BYTES >> 10} KiB for all the files of one spec" in docs

@@ -97,14 +97,14 @@ def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
         type=_size,
         default=default(loader.MAX_FILE_BYTES),
         metavar="SIZE",
-        help=f"read no spec or tenant file larger than this (default {loader.MAX_FILE_BYTES >> 20}Mi)",
+        help=f"read no spec or tenant file larger than this (default {loader.size_text(loader.MAX_FILE_BYTES)})",
     )
     group.add_argument(
         "--max-input-size",
         type=_size,
         default=default(loader.MAX_RUN_BYTES),
         metavar="SIZE",
-        help=f"read no more than this in all the files of one spec (default {loader.MAX_RUN_BYTES >> 20}Mi)",
+        help=f"read no more than this in all the files of one spec (default {loader.size_text(loader.MAX_RUN_BYTES)})",
     )
 
 

@@ -10,7 +10,14 @@ from fractions import Fraction
 
 from gpupool.rules.registry import Context, declare, rule
 from gpupool.spec.bounds import BOUNDS, KUBERNETES_QUANTITY
-from gpupool.spec.loader import MAX_DEPTH, MAX_FILE_BYTES, MAX_RUN_BYTES, R_INEXACT, R_TOO_BIG, R_TOO_DEEP
+from gpupool.spec.loader import (
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+    MAX_RUN_BYTES,
+    R_INEXACT,
+    R_TOO_BIG,
+    R_TOO_DEEP,
+)
 from gpupool.spec.quantity import BINARY_SUFFIXES, parse_quantity
 
 INEXACT = declare(
@@ -39,10 +46,11 @@ TOO_BIG = declare(
     "a file is not read: too large, or not a regular file",
     f"""
 Every input is bounded, so that no pull request can make validation run out of memory or time: a spec or
-tenant file larger than {MAX_FILE_BYTES >> 20} MiB (`--max-file-size`), or the files of one spec together
-beyond {MAX_RUN_BYTES >> 20} MiB (`--max-input-size`), is not read; nor is a FIFO, a device or a socket
+tenant file larger than {MAX_FILE_BYTES >> 10:,} KiB (`--max-file-size`), or the files of one spec together
+beyond {MAX_RUN_BYTES >> 10:,} KiB (`--max-input-size`), is not read; nor is a FIFO, a device or a socket
 (`validate - < /dev/zero`, a tenant file that is a symlink to /dev/zero), on the working tree and at the
-`diff --base` commit alike. A spec of 1,000 tenants is about 1 MB.
+`diff --base` commit alike. A spec of 1,000 tenants and 100 pools is about 350 KB; the run cap is what every
+command handles within 60 s on two loaded cores (docs/cli.md, "Input limits").
 
 Passes:
     tenants:

@@ -69,10 +69,22 @@ _SAFE_TAG = re.compile(r"^[!A-Za-z0-9:/._,%-]{1,64}$")
 # Aliases can make a small file expand into a huge tree ("billion laughs"); no real spec comes near this. The
 # budget is shared by every file of a run: 80 small alias bombs in one pull request cost what one does.
 MAX_VALUES = 2_000_000
-# Input caps (a spec of 1,000 tenants is about 1 MB; loading costs ~55 bytes of memory per input byte, so the
-# defaults keep a run far below a CI runner's memory). Raised with --max-file-size / --max-input-size.
-MAX_FILE_BYTES = 4 << 20
-MAX_RUN_BYTES = 32 << 20
+# Input caps, raised with --max-file-size / --max-input-size. A spec of 1,000 tenants and 100 pools is about
+# 350 KB (bench/bench_validate.py). The run cap is what the slowest command handles within 60 s on 2 loaded
+# cores: render took 39 s for 512 KiB of tenant files and 124 s for 1 MiB (load 13-17, bench/
+# bench_input_limits.py; docs/cli.md has the table). Loading costs ~60-300 bytes of memory per input byte.
+MAX_FILE_BYTES = 512 << 10
+MAX_RUN_BYTES = 512 << 10
+
+
+def size_text(n: int) -> str:
+    """A byte count as the size flags spell it: 512Ki, 4Mi."""
+    for unit, shift in (("Gi", 30), ("Mi", 20), ("Ki", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return f"{n:,} bytes"
+
+
 R_TOO_BIG = "GP022"  # a file, or a run's files together, above the input caps
 R_TOO_DEEP = "GP023"  # values nested deeper than MAX_DEPTH
 # Nesting depth (counted from the spec's root; a tenant file starts at 2). Real specs and chart values stay

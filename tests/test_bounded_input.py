@@ -210,3 +210,24 @@ def test_the_default_caps_are_what_every_command_handles_in_60_s(dev, capsys):
     docs = (Path(__file__).resolve().parents[1] / "docs/cli.md").read_text()
     assert f"no spec or tenant file above {MAX_FILE_BYTES >> 10} KiB" in docs
     assert f"at most {MAX_RUN_BYTES >> 10} KiB for all the files of one spec" in docs
+
+
+def test_the_caps_can_be_raised_from_the_environment(dev, monkeypatch, capsys):
+    """The Pulumi program has no command line: $GPUPOOL_MAX_INPUT_SIZE / $GPUPOOL_MAX_FILE_SIZE set the caps
+    for it (limits_from_env, what loader.LIMITS starts as) and are the CLI flags' defaults; a malformed value
+    keeps the default rather than lifting the cap; a flag still wins."""
+    from gpupool.spec import loader
+
+    env = {"GPUPOOL_MAX_INPUT_SIZE": "2Mi", "GPUPOOL_MAX_FILE_SIZE": "1Mi"}
+    assert loader.limits_from_env(env) == loader.Limits(1 << 20, 2 << 20)
+    assert loader.limits_from_env({"GPUPOOL_MAX_INPUT_SIZE": "lots"}) == loader.Limits()
+    tenants = dev / "stacks/dev/tenants"
+    (tenants / "notebooks.yaml").write_text((tenants / "notebooks.yaml").read_text() + "# " + "x" * 600_000 + "\n")
+    assert main(["validate", "stacks/dev/spec.yaml"]) == 1
+    assert "[GP022]" in capsys.readouterr().err
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    assert main(["validate", "stacks/dev/spec.yaml"]) == 0
+    capsys.readouterr()
+    assert main(["validate", "stacks/dev/spec.yaml", "--max-file-size", "512Ki"]) == 1
+    assert "larger than 524,288 bytes" in capsys.readouterr().err

@@ -67,13 +67,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def _size(text: str) -> int:
-    """A byte count: 64Mi, 500M, 2Gi or plain bytes."""
-    units = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
-    number = text.rstrip("kMGi")
-    unit = text[len(number) :]
-    if not number.isdigit() or not number.isascii() or unit not in units or len(number) > 15:
-        raise argparse.ArgumentTypeError("give a size in bytes, such as 64Mi, 500M or 2Gi")
-    return int(number) * units[unit]
+    """A byte count: 512Ki, 64Mi, 500M, 2Gi or plain bytes."""
+    from gpupool.spec.loader import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
@@ -83,6 +83,8 @@ def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
 
     def default(value):
         return value if defaults else argparse.SUPPRESS
+
+    env = loader.limits_from_env()  # not loader.LIMITS: a previous main() in this process set that
 
     group = parser.add_argument_group("global options") if not defaults else parser
     group.add_argument(
@@ -95,16 +97,18 @@ def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
     group.add_argument(
         "--max-file-size",
         type=_size,
-        default=default(loader.MAX_FILE_BYTES),
+        default=default(env.file_bytes),
         metavar="SIZE",
-        help=f"read no spec or tenant file larger than this (default {loader.size_text(loader.MAX_FILE_BYTES)})",
+        help=f"read no spec or tenant file larger than this (default {loader.size_text(loader.MAX_FILE_BYTES)}, "
+        "or $GPUPOOL_MAX_FILE_SIZE)",
     )
     group.add_argument(
         "--max-input-size",
         type=_size,
-        default=default(loader.MAX_RUN_BYTES),
+        default=default(env.run_bytes),
         metavar="SIZE",
-        help=f"read no more than this in all the files of one spec (default {loader.size_text(loader.MAX_RUN_BYTES)})",
+        help=f"read no more than this in all the files of one spec (default {loader.size_text(loader.MAX_RUN_BYTES)}, "
+        "or $GPUPOOL_MAX_INPUT_SIZE)",
     )
 
 

@@ -13,6 +13,7 @@ import os
 import re
 import stat
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,7 +102,34 @@ class Limits:
     values: int = MAX_VALUES
 
 
-LIMITS = Limits()  # the process's limits; the CLI sets them from its flags
+_SIZE_UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+SIZE_ENV = {"file_bytes": "GPUPOOL_MAX_FILE_SIZE", "run_bytes": "GPUPOOL_MAX_INPUT_SIZE"}
+
+
+def parse_size(text: str) -> int:
+    """A byte count: 512Ki, 64Mi, 500M, 2Gi or plain bytes; ValueError for anything else."""
+    number = text.strip().rstrip("kKMGi")
+    unit = text.strip()[len(number) :]
+    if not number.isdigit() or not number.isascii() or unit not in _SIZE_UNITS or len(number) > 15:
+        raise ValueError("give a size in bytes, such as 512Ki, 64Mi, 500M or 2Gi")
+    return int(number) * _SIZE_UNITS[unit]
+
+
+def limits_from_env(environ: Mapping[str, str] | None = None) -> Limits:
+    """The default caps, raised (or lowered) by $GPUPOOL_MAX_FILE_SIZE / $GPUPOOL_MAX_INPUT_SIZE: the Pulumi
+    program has no command line, so a platform larger than the defaults sets them in its environment. A
+    malformed value is ignored (the default holds) rather than lifting the cap."""
+    environ = os.environ if environ is None else environ
+    sizes = {}
+    for field_name, var in SIZE_ENV.items():
+        try:
+            sizes[field_name] = parse_size(environ[var])
+        except (KeyError, ValueError):
+            continue
+    return Limits(**sizes)
+
+
+LIMITS = limits_from_env()  # the process's limits; the CLI sets them from its flags (their defaults: these)
 
 
 @dataclass

@@ -436,6 +436,25 @@ def write_output(path: str | os.PathLike, data: bytes | str) -> None:
             raise Refused(shown, exc.reason) from None
 
 
+def read_input(path: str | os.PathLike, limit: int) -> bytes:
+    """The bytes of the regular file PATH that the user named (`diff --preview-file FILE`), reached with no
+    link followed at any component (Directory.read): a link planted at that name in a pull request's checkout
+    must not publish what it points at (a kubeconfig, /proc/self/environ) in the comment. Refused when
+    missing, a link, not a regular file or larger than LIMIT."""
+    shown = os.fspath(path)
+    head, _, last = shown.rpartition("/")
+    if not last or last in (".", ".."):
+        raise Refused(shown or "''", "is not a file name")
+    with Directory.open(head or ("/" if shown.startswith("/") else ".")) as d:
+        try:
+            data = d.read(last, limit)
+        except Refused as exc:
+            raise Refused(shown, exc.reason) from None
+    if data is None:
+        raise Refused(shown, _REASONS[errno.ENOENT])
+    return data
+
+
 def refusal(kind: str) -> str:
     """Why a name of this kind ('link', 'dir', 'other', 'file') is not replaced."""
     if kind == "link":

@@ -127,3 +127,21 @@ def test_the_layer_is_the_only_writer():
         if writes.search(line) and "O_RDONLY" not in line
     ]
     assert found == [], found
+
+
+def test_preview_file_is_never_read_through_a_planted_link(specs, capsys):
+    """The workflow passes pulumi-preview.txt from the checkout to the comment: a link planted there must not
+    publish what it points at (the runner's kubeconfig, say) in the pull request."""
+    (specs / "victim" / "kubeconfig").write_text("client-key-data: SECRET")
+    os.symlink(specs / "victim" / "kubeconfig", "pulumi-preview.txt")
+    code, out, err = run(
+        capsys, "base/spec.yaml", "head/spec.yaml", "-o", "markdown", "--preview-file", "pulumi-preview.txt"
+    )
+    assert code == 2 and "SECRET" not in out + err
+    assert "--preview-file pulumi-preview.txt: is a symbolic link" in err
+    os.unlink("pulumi-preview.txt")
+    Path("pulumi-preview.txt").write_text("Previewing update (dev):\n  ~ 1 to update\n")
+    code, out, _ = run(
+        capsys, "base/spec.yaml", "head/spec.yaml", "-o", "markdown", "--preview-file", "pulumi-preview.txt"
+    )
+    assert code == 0 and "1 to update" in out

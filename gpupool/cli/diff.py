@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 FORMATS = ("text", "markdown", "json")
 EXIT_CHANGES = 3
+PREVIEW_LIMIT = 64 << 20  # a `pulumi preview --diff` text; the comment shows at most 65,536 characters of it
 
 
 def register(sub) -> None:
@@ -121,10 +122,12 @@ def run(args) -> int:
 
     preview = None
     if args.preview_file:
-        try:
-            preview = Path(args.preview_file).read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            print(f"error: --preview-file {args.preview_file}: {exc.strerror}", file=sys.stderr)
+        from gpupool import safe_write
+
+        try:  # no link followed: what a planted link points at must not end up in the comment
+            preview = safe_write.read_input(args.preview_file, PREVIEW_LIMIT).decode("utf-8", errors="replace")
+        except safe_write.Refused as exc:
+            print(f"error: --preview-file {exc}", file=sys.stderr)
             return 2
     with tempfile.TemporaryDirectory(prefix="gpupool-diff-") as tmp:
         try:

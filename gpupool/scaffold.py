@@ -153,6 +153,7 @@ jobs:
           BASE_REF: ${{{{ github.base_ref }}}}
         run: |
           set +e
+          rm -f gpupool-diff.md gpupool-diff-full.md pulumi-preview.txt   # a link planted at a name `>` writes to
           gpupool diff --base "origin/$BASE_REF" "$SPEC" -o markdown --full-output gpupool-diff-full.md > gpupool-diff.md
           echo "status=$?" >> "$GITHUB_OUTPUT"
       - name: Post the diff

@@ -102,3 +102,21 @@ def test_diff_comment_heading_names_stack_commit_and_artifact():
         assert env["STACK"] == "${{ matrix.stack }}"
         assert env["HEAD_SHA"] == "${{ github.event.pull_request.head.sha }}"
         assert env["RUN_URL"].endswith("/actions/runs/${{ github.run_id }}")
+
+
+@pytest.mark.parametrize("which", ["project", "scaffold"])
+def test_names_the_shell_writes_are_cleared_of_planted_links_first(which):
+    """The shell's `>` follows a link a pull request planted at gpupool-diff.md (gpupool's own writes refuse
+    one): the step that first writes these names removes them, before anything writes them."""
+    if which == "project":
+        steps = _jobs()["plan"]["steps"]
+    else:
+        from gpupool import scaffold
+
+        steps = yaml.safe_load(scaffold.files("team", "0", "dev")[".github/workflows/gpupool.yml"])["jobs"]["plan"][
+            "steps"
+        ]
+    runs = [s.get("run", "") for s in steps]
+    first = next(i for i, r in enumerate(runs) if "gpupool-diff.md" in r or "pulumi-preview.txt" in r)
+    clearing = runs[first].split("gpupool diff", 1)[0]
+    assert "rm -f gpupool-diff.md gpupool-diff-full.md pulumi-preview.txt" in clearing

@@ -269,7 +269,8 @@ done
 
 PLATFORM="$STACK"
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
-[ -z "${GPUPOOL_PREVIEW_OUT:-}" ] || : > "$GPUPOOL_PREVIEW_OUT"
+# rm first: `:>` and `tee -a` would write through a link planted at that name (rm removes the link itself).
+[ -z "${GPUPOOL_PREVIEW_OUT:-}" ] || { rm -f -- "$GPUPOOL_PREVIEW_OUT" && : > "$GPUPOOL_PREVIEW_OUT"; }
 # Not in an `if`: inside one, bash would ignore `set -e` in every function it calls, and a failed stack
 # would not stop the run.
 layout=""

@@ -155,3 +155,16 @@ def test_preview_covers_every_stack_and_collects_one_comment(env, tmp_path):
     previews = _ops(calls, "preview")
     assert previews[0] == "stack=dev" and "stack=dev.tenants-7" in previews  # a left-over shard releases
     assert out.exists()
+
+
+def test_preview_out_never_writes_through_a_planted_link(env, tmp_path):
+    """`: >` and `tee -a` follow a link planted at GPUPOOL_PREVIEW_OUT; the script removes the name first."""
+    _shard(env, 2)
+    _stacks(env, {"dev": TENANTS})
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    out = tmp_path / "preview.txt"
+    out.symlink_to(victim)
+    p, _ = _run(env, "preview", GPUPOOL_PREVIEW_OUT=str(out))
+    assert p.returncode == 0, p.stderr
+    assert victim.read_text() == "keep" and out.exists() and not out.is_symlink()

@@ -179,9 +179,12 @@ def check_derived_names(plan: manifests.Plan) -> None:
         if config["migConfig"]:
             assert config["migConfig"] in mig["mig-configs"], (pool, config["migConfig"])
             mig_names.setdefault(config["migConfig"], set()).add(pool)
-    # A shared pool's key is its own; only unshared pools share the default key.
+    # A shared pool's key is its own (its name, or for MPS its name cut to fit plus "." and its config's hash:
+    # manifests.mps_config_key); only unshared pools share the default key.
     for key, pools in plugin_keys.items():
-        assert key == manifests.EXCLUSIVE_KEY or pools == {key}, (key, pools)
+        own = len(pools) == 1 and (pools == {key} or next(iter(pools)).startswith(key.partition(".")[0]))
+        assert key == manifests.EXCLUSIVE_KEY or own, (key, pools)
+        assert len(key) <= 63, key  # a node label value
         if key == manifests.EXCLUSIVE_KEY:
             assert "sharing" not in yaml.safe_load(plugin[key])
     for labels in plan.node_group_labels.values():

@@ -328,11 +328,29 @@ def device_plugin_configs(spec: m.Spec) -> tuple[dict[str, dict[str, Any]], dict
     by_pool: dict[str, str] = {}
     for pool in spec.pools:
         if pool.sharing.software_shared:
-            docs[pool.name] = _plugin_config(spec, pool)
-            by_pool[pool.name] = pool.name
+            doc = _plugin_config(spec, pool)
+            key = mps_config_key(pool, dump_yaml(doc)) if pool.sharing.mps else pool.name
+            docs[key] = doc
+            by_pool[pool.name] = key
         else:
             by_pool[pool.name] = EXCLUSIVE_KEY
     return dict(sorted(docs.items())), by_pool
+
+
+def mps_config_key(pool: m.NodePool, text: str) -> str:
+    """`<pool>.<hash>`: an MPS pool's key changes with its config, so an edit relabels its nodes.
+
+    The MPS control daemon reads its config once per start and restarts only on SIGHUP
+    (k8s-device-plugin v0.20.0 cmd/mps-control-daemon/main.go, lines 108-162), and the operator neither gives
+    it the device plugin's env, where gpupool's config hash goes, nor watches the ConfigMap (gpu-operator
+    v26.7.0 controllers/object_controls.go, TransformMPSControlDaemon, lines 1632-1703). What does reach it is
+    its config-manager sidecar, which acts on a *change of the node label's value* only (cmd/config-manager/
+    main.go, lines 270-279), then points the config at the new key and sends the daemon SIGHUP (lines 296-333;
+    SIGNAL=1 and PROCESS_TO_SIGNAL=/usr/bin/mps-control-daemon in assets/state-mps-control-daemon/
+    0400_daemonset.yaml). Pool names are DNS labels (no "."), so the "." separates the two and no other pool's
+    key can be spelled; the hash covers the pool's name too, and a long name is cut to keep a label value."""
+    digest = content_hash(f"{pool.name}\n{text}")[:8]
+    return f"{pool.name[: 63 - len(digest) - 1].rstrip('-')}.{digest}"
 
 
 # -- GPU Operator -------------------------------------------------------------------------------

@@ -213,6 +213,7 @@ class GpuPlatform(pulumi.ComponentResource):
                 {p: c["migConfig"] for p, c in plan.pool_configs.items() if c["migConfig"]},
                 registry,
                 opts_for("mig-config", MigConfig.TYPE),
+                arms=[o for o in parts["mig-config"] if o.kind == "Node"],
             )
             DevicePluginConfig(
                 f"{name}-device-plugin-config",

@@ -202,9 +202,10 @@ def test_node_label_patches_are_retained_and_forced(stack):
         assert patch.inputs["metadata"]["annotations"]["pulumi.com/patchForce"] == "true"
         ignored = list(monitor.requests[f"{patch.typ}::{patch.name}"].get("ignoreChanges") or [])
         # What MIG Manager and uncordon change after the apply is not diffed: a later up must not re-apply it.
-        expected = {"_mig": ['metadata.labels["nvidia.com/mig.config.state"]'], "_cordon": ["spec.unschedulable"]}
+        state = ['metadata.labels["nvidia.com/mig.config.state"]']
+        expected = {"_mig": state, "_mig-arm": state, "_cordon": ["spec.unschedulable"]}
         assert ignored == next((v for k, v in expected.items() if patch.name.endswith(k)), []), patch.name
-        if patch.name.endswith(("_cordon", "_mig", "_mig-check", "_uncordon")):
+        if patch.name.endswith(("_mig-arm", "_cordon", "_mig-ready", "_mig", "_mig-check", "_uncordon")):
             continue  # a node's MIG rollout chain (tests/test_rollout.py)
         labels = patch.inputs["metadata"]["labels"]
         assert {"gpupool.dev/pool", "nvidia.com/device-plugin.config"} <= set(labels)

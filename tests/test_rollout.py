@@ -47,7 +47,9 @@ def test_each_node_is_cordoned_relabelled_checked_and_uncordoned_in_order():
     assert cordon.field_manager == uncordon.field_manager == rollout.CORDON_MANAGER
     # Wave 2 starts after every node of wave 1 finished (uncordoned).
     assert cordon.depends_on == ("pool-a100.n1_uncordon", "pool-a100.n2_uncordon")
-    assert mig.depends_on == (cordon.name,) and check.depends_on == (mig.name,)
+    ready = objs[f"{base}_mig-ready"]
+    assert ready.depends_on == (cordon.name,) and mig.depends_on == (ready.name,) and check.depends_on == (mig.name,)
+    assert ready.wait_for == rollout.ready("a100-80gb-all-balanced") and ready.timeout_seconds == 600
     assert uncordon.depends_on == (check.name,)
     assert objs["pool-a100.n1_cordon"].depends_on == ("mig-config",)
     # The stale-success race: the new config and `pending` are written in the same apply.
@@ -68,6 +70,29 @@ def test_each_node_is_cordoned_relabelled_checked_and_uncordoned_in_order():
     assert all(o.patch and o.retain_on_delete for o in objs.values())
 
 
+def _mig_config_objects(spec) -> dict[str, manifests.Desired]:
+    return {o.name: o for o in manifests.build(spec).objects if o.component == "mig-config"}
+
+
+def test_every_node_is_armed_before_the_mig_configmap_changes():
+    """Step 0: `pending` and the config text's hash on every rolled node, applied before the ConfigMap (which
+    depends on each arm) and exactly when the ConfigMap's text changes; the MIG Manager registers them first."""
+    objs = _mig_config_objects(_spec())
+    arms = [f"pool-a100.{n}_mig-arm" for n in NODES]
+    config_map = objs["mig-config"]
+    assert set(arms) <= set(config_map.depends_on)
+    text = config_map.manifest["data"]["config.yaml"]
+    for name in arms:
+        arm = objs[name]
+        assert arm.patch and arm.retain_on_delete and arm.depends_on == ()
+        assert arm.manifest["metadata"]["labels"] == {rollout.LABEL_STATE: "pending"}
+        assert arm.manifest["metadata"]["annotations"] == {rollout.ANNOTATION_ARMED: manifests.content_hash(text)}
+        assert arm.ignore_changes == (rollout.IGNORE_STATE,)
+    changed = _mig_config_objects(_spec(preset="all-1g.10gb"))
+    assert all(objs[n].manifest != changed[n].manifest for n in arms)
+    assert _mig_config_objects(_spec(max_unavailable=3)) == objs  # a policy-only edit arms nothing
+
+
 def test_every_step_changes_exactly_when_the_config_changes():
     before = _pool_objects(_spec())
     after = _pool_objects(_spec(preset="all-1g.10gb"))
@@ -83,11 +108,12 @@ def test_every_step_changes_exactly_when_the_config_changes():
 def test_without_cordon_the_chain_is_relabel_and_check():
     objs = _pool_objects(_spec(cordon=False))
     assert not [n for n in objs if n.endswith("cordon")]
-    assert objs["pool-a100.n2_mig"].depends_on == ("pool-a100.n1_mig-check",)
+    assert objs["pool-a100.n2_mig-ready"].depends_on == ("pool-a100.n1_mig-check",)
+    assert objs["pool-a100.n2_mig"].depends_on == ("pool-a100.n2_mig-ready",)
 
 
 def test_the_jsonpaths_avoid_what_the_provider_cannot_parse():
-    for expr in (rollout.done("cfg"), rollout.check("cfg")):
+    for expr in (rollout.done("cfg"), rollout.check("cfg"), rollout.ready("cfg")):
         body = expr.removeprefix("jsonpath=")
         # The provider splits on "=" after protecting "==" and takes the first {...}: no "!=", no nested braces.
         assert "!=" not in body and body.count("{") == 1 and body.count("}") == 1

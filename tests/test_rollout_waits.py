@@ -82,6 +82,26 @@ def test_step_2_waits_exactly_until_mig_manager_answered_a_change(evaluate, labe
     assert result["matched"] is stops, result
 
 
+# (config, state, checked) -> does step 1b (ready) stop waiting? It runs before the relabel, so the config is still
+# OLD for a change. The arm (step 0) wrote `pending` before the ConfigMap changed; only a MIG Manager pod started
+# after it moves the state on (mig-parted reconfigure.go 137-146: its start-up run writes success or failed).
+READY_CASES = {
+    (OLD, "pending", OLD): False,  # armed, the node's MIG Manager has not restarted with the new file yet
+    (OLD, "rebooting", OLD): False,
+    (OLD, "success", OLD): True,  # restarted; its start-up run found the old config applied: idle now
+    (OLD, "failed", OLD): True,  # restarted; the old name is not in the new file (assert.go), GPUs untouched
+    (OLD, "pending", None): True,  # a node gpupool never rolled (new, or labelled without rollouts)
+    (NEW, "pending", NEW): True,  # a created chain for an unchanged config: nothing changes
+}
+
+
+@pytest.mark.parametrize(("labels", "stops"), READY_CASES.items(), ids=[",".join(map(str, k)) for k in READY_CASES])
+def test_step_1b_waits_until_the_nodes_mig_manager_restarted_after_the_arm(evaluate, labels, stops):
+    (result,) = evaluate(rollout.ready(NEW), [node(*labels)])
+    assert not result.get("error"), result
+    assert result["matched"] is stops, result
+
+
 def test_step_3_passes_on_success_and_on_an_unanswered_no_change(evaluate):
     # After step 3's own apply, `checked` is NEW.
     ok = evaluate(rollout.check(NEW), [node(NEW, "success", NEW), node(NEW, "pending", NEW)])

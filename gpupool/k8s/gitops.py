@@ -40,7 +40,12 @@ PRUNE_PROTECTION = {FLUX_PRUNE: "disabled", ARGO_SYNC_OPTIONS: "Prune=false"}
 KUSTOMIZATION_FILE = "Kustomization"
 # Written by the rollout chain for its own waits; not part of a node's final state under a plain apply.
 _CHAIN_ONLY_LABELS = (rollout.LABEL_STATE, rollout.LABEL_CHECKED)
-_CHAIN_ONLY_ANNOTATIONS = (rollout.ANNOTATION_TARGET, rollout.ANNOTATION_APPLIED)
+_CHAIN_ONLY_ANNOTATIONS = (
+    rollout.ANNOTATION_TARGET,
+    rollout.ANNOTATION_APPLIED,
+    rollout.ANNOTATION_ARMED,
+    rollout.ANNOTATION_READY,
+)
 
 
 def for_apply(objects: list[Desired]) -> list[Desired]:

@@ -627,6 +627,20 @@ def build(spec: m.Spec) -> Plan:
             },
         )
     )
+    # Step 0 of every rolled node (gpupool.k8s.rollout.arm): before the ConfigMap changes, so that a node's
+    # state leaves `pending` only once its MIG Manager restarted with the new file.
+    arms = [rollout.arm(pool, node, mig_hash) for pool in spec.pools if pool.name in mig_by_pool for node in pool.nodes]
+    for step in arms:
+        plan.objects.append(
+            Desired(
+                "mig-config",
+                step.name,
+                step.manifest,
+                patch=True,
+                retain_on_delete=True,
+                ignore_changes=step.ignore_changes,
+            )
+        )
     plan.objects.append(
         Desired(
             "mig-config",
@@ -637,7 +651,7 @@ def build(spec: m.Spec) -> Plan:
                 "metadata": {"name": MIG_CONFIGMAP, "namespace": opns, "labels": dict(MANAGED_BY)},
                 "data": {"config.yaml": mig_text},
             },
-            depends_on=("gpu-operator-ns",),
+            depends_on=("gpu-operator-ns", *(step.name for step in arms)),
         )
     )
     plan.objects.append(

@@ -5,8 +5,20 @@ label *changes* (or when it starts), reports `nvidia.com/mig.config.state` = pen
 and drains nothing itself. Relabelling a whole pool at once reconfigures every node at once. So for each named
 node of a MIG-capable pool gpupool registers, in this order:
 
+0. `<node>-mig-arm` (before the MIG ConfigMap, in the mig-config component): `mig.config.state: pending` and an
+   annotation with the hash of the MIG config text, so it is applied exactly when the ConfigMap changes.
+   MIG Manager asserts the selected name against its *mounted* config file (mig-parted v0.15.0
+   `pkg/mig/reconfigure/reconfigure.go` 137-140, `assert --valid-config`), which kubelet refreshes only on its
+   own sync; a changed ConfigMap reaches it for certain when the config-hash roll restarts its pod. A restarted
+   pod runs once for the label it read at start (`cmd/nvidia-mig-manager/main.go` 431-446 and the informer's
+   AddFunc, 569-571) and writes success or failed (reconfigure.go 137-146) over this `pending`. So after the
+   arm, a node whose state is no longer `pending` has a MIG Manager that mounts the new file and is idle.
 1. `<node>-cordon` (rollout.cordon): `spec.unschedulable: true`, plus an annotation naming the target config
    so that it is re-applied on every layout change.
+1b. `<node>-mig-ready`: an annotation naming the config, with a waitFor (`ready()`) until the node's MIG
+   Manager restarted after the arm (state success or failed). Relabelling earlier would let the old pod assert
+   the new name against its old file ("selected mig-config not present": failed), or let the restarting
+   pod's start-up run write a stale `success` for the old config after step 2's `pending`.
 2. `<node>-mig`: the `nvidia.com/mig.config` label and, in the same server-side apply, `mig.config.state:
    pending`. Writing pending together with the new config closes the stale-success race: the previous
    layout's `success` is gone before anything waits (observed on this toolchain: without it the wait passed
@@ -54,6 +66,8 @@ LABEL_MIG_CONFIG = "nvidia.com/mig.config"
 LABEL_CHECKED = "gpupool.dev/mig-config-checked"
 ANNOTATION_TARGET = "gpupool.dev/mig-config-target"  # on the cordon patch: the config this cordon is for
 ANNOTATION_APPLIED = "gpupool.dev/mig-config-applied"  # on the uncordon patch: the rollout of this config is done
+ANNOTATION_ARMED = "gpupool.dev/mig-config-hash"  # on the arm patch: the MIG config text its MIG Manager must mount
+ANNOTATION_READY = "gpupool.dev/mig-config-ready"  # on the ready patch: the config its MIG Manager can now see
 CHECK_TIMEOUT_SECONDS = 10
 # Cordon and uncordon apply as one field manager: uncordon is that manager applying without
 # spec.unschedulable, which releases (and so removes) the field. Applying `unschedulable: false` instead
@@ -79,6 +93,17 @@ def done(config: str) -> str:
     return (
         f"jsonpath={{.metadata[?@['{LABEL_MIG_CONFIG}'] == '{config}' && ({_STATE} == 'success' "
         f"|| {_STATE} == 'failed' || !{_CHECKED} || {_ALREADY})]}}"
+    )
+
+
+def ready(config: str) -> str:
+    """waitFor for step 1b, on the labels map (the only member of metadata that can carry the state key): MIG
+    Manager moved the state on from the arm's `pending` (it restarted with the new file and its start-up run is
+    over), or nothing changes (`checked` is this config: a created chain), or gpupool never rolled the node (new:
+    nothing runs there to wait for). The comparisons come first (see check())."""
+    return (
+        f"jsonpath={{.metadata[?{_STATE} == 'success' || {_STATE} == 'failed' || {_CHECKED} == '{config}' "
+        f"|| ({_STATE} && !{_CHECKED})]}}"
     )
 
 
@@ -132,10 +157,15 @@ def names(pool: m.NodePool, node: str) -> dict[str, str]:
     """Pulumi names of a node's chain, in order (without cordon/uncordon when the pool does not cordon):
     the node's pool-patch name plus "_step" ("_" never occurs in pool or node names, so nothing collides)."""
     base = f"pool-{pool.name}.{node}"
-    out = {
-        step: bounded(f"{base}_{suffix}")
-        for step, suffix in (("cordon", "cordon"), ("mig", "mig"), ("check", "mig-check"), ("uncordon", "uncordon"))
-    }
+    steps = (
+        ("arm", "mig-arm"),
+        ("cordon", "cordon"),
+        ("ready", "mig-ready"),
+        ("mig", "mig"),
+        ("check", "mig-check"),
+        ("uncordon", "uncordon"),
+    )
+    out = {step: bounded(f"{base}_{suffix}") for step, suffix in steps}
     if not pool.rollout.cordon:
         del out["cordon"], out["uncordon"]
     return out
@@ -174,10 +204,21 @@ IGNORE_STATE = f'metadata.labels["{LABEL_STATE}"]'
 IGNORE_CORDON = "spec.unschedulable"
 
 
+def arm(pool: m.NodePool, node: str, config_hash: str) -> Step:
+    """Step 0 of NODE: registered before the MIG ConfigMap (which depends on it), applied exactly when the
+    ConfigMap's content (CONFIG_HASH) changes. Like step 2's `pending`, MIG Manager moves the state on."""
+    return Step(
+        names(pool, node)["arm"],
+        node_manifest(node, labels={LABEL_STATE: "pending"}, annotations={ANNOTATION_ARMED: config_hash}),
+        (),
+        ignore_changes=(IGNORE_STATE,),
+    )
+
+
 def chain(pool: m.NodePool, config: str, after: tuple[str, ...]) -> dict[str, list[Step]]:
-    """node -> its steps, in order, for the pool's named nodes, waves chained. `after`: what the first wave
-    waits for (the MIG ConfigMap). The waitFor expressions are Pulumi's: the component puts them into the
-    `pulumi.com/waitFor` annotation, the rendered YAML only names them in a comment."""
+    """node -> its steps 1-4, in order, for the pool's named nodes, waves chained (step 0 is arm()). `after`:
+    what the first wave waits for (the MIG ConfigMap). The waitFor expressions are Pulumi's: the component
+    puts them into the `pulumi.com/waitFor` annotation, the rendered YAML only names them in a comment."""
     out: dict[str, list[Step]] = {}
     previous = after
     for wave in waves(pool):
@@ -197,6 +238,16 @@ def chain(pool: m.NodePool, config: str, after: tuple[str, ...]) -> dict[str, li
                     )
                 )
                 deps = (n["cordon"],)
+            steps.append(
+                Step(
+                    n["ready"],
+                    node_manifest(node, annotations={ANNOTATION_READY: config}),
+                    deps,
+                    pool.rollout.node_timeout_seconds,
+                    ready(config),
+                )
+            )
+            deps = (n["ready"],)
             steps.append(
                 Step(
                     n["mig"],

@@ -1,24 +1,47 @@
 """A stand-in for NVIDIA's MIG Manager on a kubelet-less control plane, plus a recorder of what nodes went through.
 
-Like the real one (NVIDIA/mig-parted `cmd/nvidia-mig-manager`): it reacts to a *change* of a node's
-`nvidia.com/mig.config` label (never to the state label alone), then writes `nvidia.com/mig.config.state`
-with a JSON merge patch: `pending` after `pending_delay`, then `success` (or `failed` for the nodes in
-`fail`) after `apply_delay`. `restart(node)` re-applies the node's current label, as a restarted MIG Manager
-pod does at start-up. A slow simulator (large `pending_delay`) is how the stale-success race is provoked.
+It follows NVIDIA/mig-parted v0.15.0 (paths and lines at tag v0.15.0) and the GPU Operator v26.7.0 that runs it:
 
-The same thread samples every node (labels, unschedulable) every `interval` seconds and keeps a timeline of
-changes, so tests can assert on what happened when: how many nodes were pending or cordoned at once, and in
+- One pod per node, each with its own copy of the mounted `config.yaml`: a pod mounts the MIG ConfigMap's content
+  when it starts (the operator mounts the ConfigMap as a directory, gpu-operator `assets/state-mig-manager/
+  0600_daemonset.yaml` 80-81 and 110-112, `controllers/object_controls.go` TransformMIGManager sets
+  CONFIG_FILE=/mig-parted-config/config.yaml), and kubelet refreshes a running pod's copy only on its own sync,
+  `mount_lag` seconds after the ConfigMap changed (None: not within a test; nothing may depend on it).
+- The label watch (`cmd/nvidia-mig-manager/main.go`): the informer's AddFunc hands the label it lists at start
+  to the loop (569-571), UpdateFunc only a *changed* `nvidia.com/mig.config` (572-577), never the state label.
+  The loop (436-446, with SyncableMigConfig 90-120) runs one reconfiguration at a time, each for the value it
+  read when it began; a change that arrives meanwhile is picked up (only the newest) when it ends.
+- One run (`pkg/mig/reconfigure/reconfigure.go` Run, 127-240), `pending_delay` after it began: the selected
+  name missing from the pod's mounted file writes `failed` (137-140: `nvidia-mig-parted assert --valid-config`,
+  assert.go "selected mig-config not present"); a config the GPUs already have writes `success` (142-146);
+  otherwise `pending` (158), then after `apply_delay` the GPUs get the config and the state `success` (239),
+  or `failed` for the nodes in `fail` (206-209).
+- The config-hash roll: when the `nvidia-mig-manager` DaemonSet's pod template changes (the stub chart renders
+  it from the values, as the operator does from the ClusterPolicy), pods are replaced one node at a time
+  (RollingUpdate, maxUnavailable 1; the template has no readiness probe, so a new pod counts as available when
+  it runs), `restart_delay` apart, in reverse node order (the controller promises no order; this one makes the
+  first wave's nodes restart last). A replaced pod's run in flight is abandoned.
+`restart(node)` replaces a node's pod at once, as deleting it by hand does.
+
+The same thread samples every node (labels, unschedulable, reconfiguring) every `interval` seconds and keeps a
+timeline of changes, so tests can assert on what happened when: how many nodes were unavailable at once, and in
 which order nodes finished. No pytest import: usable from scripts too.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
 
 MIG_CONFIG = "nvidia.com/mig.config"
 STATE = "nvidia.com/mig.config.state"
+CONFIGMAP = "gpupool-mig-config"
+DAEMONSET = "nvidia-mig-manager"
 
 
 @dataclass
@@ -33,6 +56,22 @@ class Sample:
     t: float
     states: dict[str, str]
     cordoned: frozenset[str]
+    reconfiguring: frozenset[str] = frozenset()  # a run past its own `pending`: the GPUs are being changed
+
+
+@dataclass
+class _Run:
+    config: str
+    due: float
+    phase: str = "validate"  # then "apply"
+
+
+@dataclass
+class _Pod:
+    mounted: dict[str, str]  # config name -> its entries (canonical JSON), as this pod's file has them
+    current: str | None  # SyncableMigConfig.current: the newest label the informer handed over
+    last_read: str | None  # SyncableMigConfig.lastRead: the label the last run began with
+    run: _Run | None = None
 
 
 @dataclass
@@ -43,13 +82,23 @@ class MigManagerSim:
     apply_delay: float = 2.0
     fail: set[str] = field(default_factory=set)
     interval: float = 0.1
+    restart_delay: float = 0.5
+    mount_lag: float | None = None
+    namespace: str = "gpu-operator"
 
     def __post_init__(self):
         self.events: list[Event] = []
         self.samples: list[Sample] = []
+        self.gpus: dict[str, str | None] = {}  # node -> the entries its GPUs have (canonical JSON)
         self._seen: dict[str, tuple] = {}
-        self._last_config: dict[str, str | None] = {}
-        self._jobs: list[tuple[float, str, str, str]] = []  # (due, node, state, for config)
+        self._pods: dict[str, _Pod | None] = {}
+        self._template: str | None = None
+        self._roll: list[str] = []  # nodes still to be replaced by the current roll
+        self._rolling: str | None = None  # the node whose pod the roll deleted; its replacement is due at:
+        self._next_roll_at = 0.0
+        self._config: dict[str, str] = {}
+        self._config_changed_at = 0.0
+        self._requests: list[str] = []  # restart(node) calls, handled by the loop
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._t0 = time.monotonic()
@@ -64,9 +113,16 @@ class MigManagerSim:
         self.stop()
 
     def start(self) -> None:
-        for node in self.nodes:  # what is already there is not a change (MIG Manager applied it long ago)
+        """Pods already running on every node, each idle after its last run for the node's label (whose config
+        the GPUs have), mounting the current ConfigMap; the DaemonSet's current template is what they run."""
+        self._config = self._read_config()
+        self._template = self._read_template()
+        labels = self._list()
+        for node in self.nodes:
             # The initial sample, logged before start() returns: `timeline(now())` holds only what came after.
-            self._last_config[node] = self._observe(node)[0]
+            config = self._observe(node, labels.get(node))[0]
+            self._pods[node] = _Pod(dict(self._config), config, config)
+            self.gpus[node] = self._config.get(config) if config else None
         self._thread.start()
 
     def stop(self) -> None:
@@ -77,10 +133,9 @@ class MigManagerSim:
         return time.monotonic() - self._t0
 
     def restart(self, node: str) -> None:
-        """What a restarted MIG Manager pod does: apply the node's current config again."""
-        config = self._node(node)[0].get(MIG_CONFIG)
-        self._log(node, "sim:restart")
-        self._schedule(node, config)
+        """Delete the node's pod: its replacement mounts the current ConfigMap and runs for the label it lists."""
+        with self._lock:
+            self._requests.append(node)
 
     # -- queries ---------------------------------------------------------------------------------
     def max_at_once(self, state: str = "pending") -> int:
@@ -89,32 +144,45 @@ class MigManagerSim:
     def max_cordoned(self) -> int:
         return max((len(x.cordoned) for x in self.samples), default=0)
 
+    def max_reconfiguring(self) -> int:
+        return max((len(x.reconfiguring) for x in self.samples), default=0)
+
+    def max_unavailable(self) -> int:
+        """Nodes cordoned or having their GPUs changed, at once."""
+        return max((len(x.cordoned | x.reconfiguring) for x in self.samples), default=0)
+
+    def configs(self) -> dict[str, str]:
+        """The MIG ConfigMap's configs as last read: name -> entries (canonical JSON, as in `gpus`)."""
+        return dict(self._config)
+
     def first(self, node: str, what: str, after: float = 0.0) -> float | None:
         return next((e.t for e in self.events if e.node == node and e.what == what and e.t >= after), None)
 
     def timeline(self, since: float = 0.0) -> list[Event]:
         return [e for e in self.events if e.t >= since]
 
-    # -- the loop --------------------------------------------------------------------------------
-    def _node(self, name: str) -> tuple[dict, bool]:
-        status, obj = self.cp.api("GET", f"/api/v1/nodes/{name}")
+    # -- the API ---------------------------------------------------------------------------------
+    def _list(self) -> dict[str, Any]:
+        status, obj = self.cp.api("GET", "/api/v1/nodes")
         if status != 200:
-            return {}, False
-        return obj["metadata"].get("labels", {}), bool(obj.get("spec", {}).get("unschedulable"))
+            return {}
+        return {n["metadata"]["name"]: n for n in obj.get("items", [])}
 
-    def _log(self, node: str, what: str, t: float | None = None) -> None:
-        with self._lock:
-            self.events.append(Event(self.now() if t is None else t, node, what))
+    def _read_config(self) -> dict[str, str]:
+        status, obj = self.cp.api("GET", f"/api/v1/namespaces/{self.namespace}/configmaps/{CONFIGMAP}")
+        if status != 200:
+            return {}
+        doc = yaml.safe_load(obj.get("data", {}).get("config.yaml", "")) or {}
+        return {name: json.dumps(entries, sort_keys=True) for name, entries in doc.get("mig-configs", {}).items()}
 
-    def _schedule(self, node: str, config: str | None) -> None:
-        now = self.now()
-        final = "failed" if node in self.fail else "success"
-        with self._lock:
-            self._jobs = [j for j in self._jobs if j[1] != node]  # a newer config supersedes an in-flight one
-            self._jobs.append((now + self.pending_delay, node, "pending", config))
-            self._jobs.append((now + self.pending_delay + self.apply_delay, node, final, config))
+    def _read_template(self) -> str | None:
+        status, obj = self.cp.api("GET", f"/apis/apps/v1/namespaces/{self.namespace}/daemonsets/{DAEMONSET}")
+        if status != 200:
+            return None
+        return json.dumps(obj["spec"]["template"], sort_keys=True)
 
     def _set_state(self, node: str, state: str) -> None:
+        # reconfigure.go setNodeLabels (599-611): a JSON merge patch of the labels.
         self.cp.api(
             "PATCH",
             f"/api/v1/nodes/{node}",
@@ -122,9 +190,15 @@ class MigManagerSim:
             content_type="application/merge-patch+json",
         )
 
-    def _observe(self, node: str) -> tuple[str | None, str | None, bool]:
-        """Read the node and log what changed since the last read: (config, state, unschedulable)."""
-        labels, unschedulable = self._node(node)
+    # -- the loop --------------------------------------------------------------------------------
+    def _log(self, node: str, what: str, t: float | None = None) -> None:
+        with self._lock:
+            self.events.append(Event(self.now() if t is None else t, node, what))
+
+    def _observe(self, node: str, obj: dict | None) -> tuple[str | None, str | None, bool]:
+        """Log what changed on NODE since the last read: (config, state, unschedulable)."""
+        labels = (obj or {}).get("metadata", {}).get("labels", {})
+        unschedulable = bool((obj or {}).get("spec", {}).get("unschedulable"))
         t = self.now()  # one time for all changes seen in one read: their order within it is unknown
         seen = (labels.get(MIG_CONFIG), labels.get(STATE), unschedulable)
         old = self._seen.get(node)
@@ -137,23 +211,78 @@ class MigManagerSim:
         self._seen[node] = seen
         return seen
 
+    def _replace(self, node: str) -> None:
+        """A new pod: it mounts the ConfigMap as it is now and lists the node (AddFunc: the label it starts with)."""
+        self._log(node, "sim:started")
+        config = self._seen.get(node, (None,))[0]
+        self._pods[node] = _Pod(dict(self._read_config()), config, None)
+
+    def _step(self, node: str, pod: _Pod, now: float) -> None:
+        run = pod.run
+        if run is None:
+            if pod.current and pod.current != pod.last_read:  # SyncableMigConfig.Get returns
+                pod.last_read = pod.current
+                pod.run = _Run(pod.current, now + self.pending_delay)
+            return
+        if run.due > now:
+            return
+        if run.phase == "validate":
+            if run.config not in pod.mounted:
+                self._log(node, f"sim:missing {run.config}")
+                self._set_state(node, "failed")
+                pod.run = None
+            elif pod.mounted[run.config] == self.gpus.get(node):
+                self._set_state(node, "success")
+                pod.run = None
+            else:
+                self._set_state(node, "pending")
+                pod.run = _Run(run.config, now + self.apply_delay, "apply")
+            return
+        if node in self.fail:
+            self._set_state(node, "failed")
+        else:
+            self.gpus[node] = pod.mounted[run.config]
+            self._set_state(node, "success")
+        pod.run = None
+
     def _run(self) -> None:
         while not self._stop.is_set():
-            states, cordoned = {}, set()
+            now = self.now()
+            config = self._read_config()
+            if config != self._config:
+                self._config, self._config_changed_at = config, now
+            template = self._read_template()
+            if template is not None and template != self._template:
+                self._template = template  # every pod not of this template is replaced, one node at a time
+                self._roll = [n for n in reversed(self.nodes) if n != self._rolling]
+            with self._lock:
+                requests, self._requests = self._requests, []
+            for node in requests:
+                self._log(node, "sim:restart")
+                self._replace(node)
+            if self._rolling and now >= self._next_roll_at:  # the replacement of the deleted pod runs
+                self._replace(self._rolling)
+                self._rolling = None
+            if not self._rolling and self._roll:
+                self._rolling = self._roll.pop(0)
+                self._pods[self._rolling] = None  # deleted: its run in flight, if any, ends with it
+                self._log(self._rolling, "sim:deleted")
+                self._next_roll_at = now + self.restart_delay
+            nodes = self._list()
+            states, cordoned, busy = {}, set(), set()
             for node in self.nodes:
-                seen = self._observe(node)
-                if seen[0] != self._last_config.get(node):
-                    self._last_config[node] = seen[0]
-                    if seen[0]:
-                        self._schedule(node, seen[0])
+                seen = self._observe(node, nodes.get(node))
+                pod = self._pods.get(node)
+                if pod is not None:
+                    if self.mount_lag is not None and now - self._config_changed_at >= self.mount_lag:
+                        pod.mounted = dict(self._config)  # kubelet's sync refreshed the mounted file
+                    if seen[0] != pod.current and seen[0]:  # UpdateFunc: a changed mig.config label only
+                        pod.current = seen[0]
+                    self._step(node, pod, now)
+                    if pod.run is not None and pod.run.phase == "apply":
+                        busy.add(node)
                 states[node] = seen[1] or ""
                 if seen[2]:
                     cordoned.add(node)
-            self.samples.append(Sample(round(self.now(), 2), states, frozenset(cordoned)))
-            now = self.now()
-            with self._lock:
-                due = [j for j in self._jobs if j[0] <= now]
-                self._jobs = [j for j in self._jobs if j[0] > now]
-            for _, node, state, _config in sorted(due):
-                self._set_state(node, state)
+            self.samples.append(Sample(round(now, 2), states, frozenset(cordoned), frozenset(busy)))
             self._stop.wait(self.interval)

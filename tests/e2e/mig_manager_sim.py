@@ -90,6 +90,7 @@ class MigManagerSim:
         self.events: list[Event] = []
         self.samples: list[Sample] = []
         self.gpus: dict[str, str | None] = {}  # node -> the entries its GPUs have (canonical JSON)
+        self._gpus_named: dict[str, str] = {}  # node -> its config's name, while no ConfigMap says what it holds
         self._seen: dict[str, tuple] = {}
         self._pods: dict[str, _Pod | None] = {}
         self._template: str | None = None
@@ -123,6 +124,8 @@ class MigManagerSim:
             config = self._observe(node, labels.get(node))[0]
             self._pods[node] = _Pod(dict(self._config), config, config)
             self.gpus[node] = self._config.get(config) if config else None
+            if config and self.gpus[node] is None:
+                self._gpus_named[node] = config  # the GPUs have this config; what it holds is read once it is there
         self._thread.start()
 
     def stop(self) -> None:
@@ -143,9 +146,6 @@ class MigManagerSim:
 
     def max_cordoned(self) -> int:
         return max((len(x.cordoned) for x in self.samples), default=0)
-
-    def max_reconfiguring(self) -> int:
-        return max((len(x.reconfiguring) for x in self.samples), default=0)
 
     def max_unavailable(self) -> int:
         """Nodes cordoned or having their GPUs changed, at once."""
@@ -251,6 +251,10 @@ class MigManagerSim:
             config = self._read_config()
             if config != self._config:
                 self._config, self._config_changed_at = config, now
+            for node, name in list(self._gpus_named.items()):
+                if name in config:
+                    self.gpus[node] = config[name]
+                    del self._gpus_named[node]
             template = self._read_template()
             if template is not None and template != self._template:
                 self._template = template  # every pod not of this template is replaced, one node at a time

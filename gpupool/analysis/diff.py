@@ -212,8 +212,9 @@ class MigChange:
 
     @property
     def worst_case_seconds(self) -> int:
-        """Each wave waits at most the node timeout before the next starts."""
-        return len(self.waves) * self.node_timeout_seconds
+        """Each wave waits at most the node timeout twice before the next starts: for its MIG Manager to restart
+        with the new config (gpupool.k8s.rollout step 1b), then for its success."""
+        return len(self.waves) * 2 * self.node_timeout_seconds
 
 
 @dataclass(frozen=True)

@@ -239,9 +239,10 @@ def _mig_lines(d) -> list[tuple[str, list[str]]]:
             cordon = "cordoned, " if c.cordon else ""
             detail.append(
                 f"rollout: {_plural(len(c.waves), 'wave')} of at most {_plural(c.at_once, 'node')} unavailable at "
-                f"once ({cordon}each waits for nvidia.com/mig.config.state=success, at most "
-                f"{c.node_timeout_seconds:,} s; a failed node stops the rollout); worst case "
-                f"{len(c.waves):,} × {c.node_timeout_seconds:,} s = {_duration(c.worst_case_seconds)}: "
+                f"once ({cordon}each waits for its MIG Manager to restart with the new config, then for "
+                f"nvidia.com/mig.config.state=success, each at most {c.node_timeout_seconds:,} s; a failed node "
+                f"stops the rollout); worst case {len(c.waves):,} × 2 × {c.node_timeout_seconds:,} s = "
+                f"{_duration(c.worst_case_seconds)}: "
                 + " → ".join(", ".join(w) for w in c.waves[:10])
                 + (f" → … {len(c.waves) - 10:,} more waves" if len(c.waves) > 10 else "")
             )

@@ -32,10 +32,12 @@ def _objects(tmp_path):
 
 def test_every_tenant_gets_a_guard_on_its_tiers_value_even_in_the_top_tier(tmp_path):
     objects = _objects(tmp_path)
-    for tenant, value in (("top", 5000), ("bottom", 100)):
+    for tenant, tier, value in (("top", "high", 5000), ("bottom", "low", 100)):
         policy = objects[f"tenant-{tenant}-priority-guard-policy"].manifest
         assert policy["kind"] == "ValidatingAdmissionPolicy"
-        assert [v["expression"] for v in policy["spec"]["validations"]] == [f"variables.priority <= {value}"]
+        assert [v["expression"] for v in policy["spec"]["validations"]] == [
+            f"variables.className == '{tier}' || variables.priority <= {value}"
+        ]
         rules = policy["spec"]["matchConstraints"]["resourceRules"]
         assert rules == [
             {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"], "scope": "*"}

@@ -64,7 +64,11 @@ def policy(tenant: m.Tenant, tier: m.Tier, labels: dict[str, str]) -> dict[str, 
             ],
             "validations": [
                 {
-                    "expression": f"variables.priority <= {limit}",
+                    # The tier's own class by name, whatever its value: a tier priority edit replaces the class
+                    # and updates this policy in one run, in either order (and a run can die between the two),
+                    # so its value may be the old or the new one; either is the tenant's tier. Tenants cannot
+                    # write PriorityClasses, and the Priority plugin sets spec.priority from the class.
+                    "expression": f"variables.className == '{tier.name}' || variables.priority <= {limit}",
                     "message": f"tenant {tenant.name} may not run pods above its tier {tier.name} ({limit})",
                     "messageExpression": (
                         f"'tenant {tenant.name}: priority class ' + variables.className + ' has priority ' + "

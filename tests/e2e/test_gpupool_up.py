@@ -104,6 +104,36 @@ def test_quota_edit_is_an_in_place_update_of_exactly_that_quota(stack, control_p
     assert quota["spec"]["hard"]["requests.nvidia.com/gpu.shared"] == "4"
 
 
+def test_a_tier_priority_edit_replaces_its_class_in_up_and_the_tiers_pods_stay_admitted(stack, control_plane):
+    """Proves: `priority: 10000 -> 20000` of the tier `standard`: `up` (the Automation API's, which is `pulumi up
+    --skip-preview`, what `gpupool stacks up` runs) deletes and re-creates the class at 20000 (value is
+    immutable: kubernetes pkg/apis/scheduling/validation/validation.go, ValidatePriorityClassUpdate), its
+    tenants' guards follow, a pod naming the tier is admitted, and the next preview is a no-op. And the limit
+    docs/safety.md states: a *preview* of that replacement fails, because the provider dry-runs the new class
+    over the live one and retries under another name only for "field is immutable" (pulumi-kubernetes
+    provider/pkg/await/await.go, Creation, lines 205-228); a class's value says "may not be changed in an
+    update". If this preview ever passes, the docs and `gpupool diff`'s line must change."""
+    from pulumi import automation as auto
+
+    before = control_plane.get_json("priorityclass", "standard")
+    assert before["value"] == 10000
+    stack.edit("dev/spec.yaml", "priority: 10000\n", "priority: 20000\n")  # not production's 100000
+    with pytest.raises(auto.errors.CommandError, match="may not be changed in an update"):
+        stack.preview_ops()
+    assert stack.up().summary.result == "succeeded"
+    after = control_plane.get_json("priorityclass", "standard")
+    assert after["value"] == 20000 and after["metadata"]["uid"] != before["metadata"]["uid"]
+    assert control_plane.get_json("priorityclass", "production")["value"] == 100000
+    policy = control_plane.get_json("validatingadmissionpolicy", "gpupool-priority-guard.notebooks")
+    assert [v["expression"] for v in policy["spec"]["validations"]] == [
+        "variables.className == 'standard' || variables.priority <= 20000"
+    ]
+    made = _create_pod(control_plane, "notebooks", _pod("tier-pod", priority_class="standard"))
+    assert made.returncode == 0, made.stderr
+    control_plane.kubectl("delete", "pod", "tier-pod", "-n", "notebooks", "--wait=false", check=False)
+    assert not {u: op for u, op in stack.preview_ops().items() if op != "same"}
+
+
 def test_time_slicing_edit_updates_the_config_map_in_place_and_rolls_the_device_plugin(stack, control_plane):
     stack.edit("dev/spec.yaml", "replicas: 4", "replicas: 6")
     ops = stack.preview_ops()

@@ -24,6 +24,7 @@ Only tenant and tier objects are applied (the node patches would create Node obj
 
 from __future__ import annotations
 
+import json
 import textwrap
 import uuid
 
@@ -212,3 +213,49 @@ def test_a_tier_priority_edit_applies_after_replacing_the_tiers_file(applied, tm
     cp.kubectl("apply", "--server-side", "--force-conflicts", *(a for p in files for a in ("-f", str(p))))
     pc = cp.get_json("priorityclass", MID)
     assert pc["value"] == 9500 and pc["metadata"]["uid"] != uid
+
+
+def test_between_a_tiers_class_and_its_guard_the_tiers_own_pods_stay_admitted(applied, tmp_path):
+    """Proves: with the tier's class already at a new value and the tenant's guard still at the old one (the
+    moment inside a tier edit's run, or a run that died there), a pod naming the tier is admitted at the class's
+    value, and any other class above the guard's value is still refused."""
+    cp = applied
+    literal = cp.get_json("validatingadmissionpolicy", f"gpupool-priority-guard.{TENANT}")["spec"]["validations"]
+    value = int(literal[0]["expression"].rsplit("<= ", 1)[1])
+    raised = cp.get_json("priorityclass", MID)
+    raised = {k: raised[k] for k in ("apiVersion", "kind", "preemptionPolicy")} | {
+        "metadata": {"name": MID, "labels": raised["metadata"].get("labels", {})},
+        "value": value + 400,
+    }
+    (tmp_path / "raised.json").write_text(json.dumps(raised))
+    cp.kubectl("replace", "--force", "-f", str(tmp_path / "raised.json"))
+    between = f"{RUN}-vendor-between"
+    cp.apply(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": between},
+            "value": value + 200,
+        }
+    )
+    # The Priority plugin reads classes from an informer: poll (bounded) until it resolves the new ones.
+    own = cp.wait_for(
+        lambda: (
+            (r := _create(cp, TENANT, _pod("own-raised", MID), dry_run=True))[0] == 201
+            and r[1]["spec"]["priority"] == value + 400
+            and r
+        ),
+        timeout=60,
+        what="the raised class to be resolved",
+    )
+    assert own[1]["spec"]["priority"] == value + 400
+    refused = cp.wait_for(
+        lambda: (
+            (r := _create(cp, TENANT, _pod("between", between), dry_run=True))[0] == 403
+            and "ValidatingAdmissionPolicy" in r[1].get("message", "")
+            and r
+        ),
+        timeout=60,
+        what="the guard to refuse the class between",
+    )
+    assert f"gpupool-priority-guard.{TENANT}" in refused[1]["message"], refused

@@ -38,6 +38,8 @@ class RecordingMonitor(pulumi.runtime.mocks.MockMonitor):
             "provider": request.provider,
             "aliases": list(request.aliasURNs) + [a.urn for a in request.aliases if a.urn],
             "ignoreChanges": list(request.ignoreChanges),
+            "replaceOnChanges": list(request.replaceOnChanges),
+            "deleteBeforeReplace": request.deleteBeforeReplace,
             "customTimeouts": (
                 {"create": request.customTimeouts.create, "update": request.customTimeouts.update}
                 if request.HasField("customTimeouts")

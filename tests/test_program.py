@@ -212,6 +212,24 @@ def test_node_label_patches_are_retained_and_forced(stack):
 
 
 @pytest.mark.parametrize("stack", STACKS)
+def test_tier_classes_are_replaced_delete_first_on_an_immutable_change(stack):
+    """value and preemptionPolicy are immutable (kubernetes pkg/apis/scheduling/validation/validation.go) and
+    pulumi-kubernetes lists no PriorityClass field to replace on (provider/pkg/provider/diff.go, forceNew): the
+    engine replaces the class only because it is told to, deleting first (the name is the tier's)."""
+    mocks, monitor = _run(stack)
+    classes = [a for a in mocks.created if a.typ == "kubernetes:scheduling.k8s.io/v1:PriorityClass"]
+    assert classes
+    for pc in classes:
+        request = monitor.requests[f"{pc.typ}::{pc.name}"]
+        assert request["replaceOnChanges"] == ["value", "preemptionPolicy"], pc.name
+        assert request["deleteBeforeReplace"] is True, pc.name
+    others = [
+        r for k, r in monitor.requests.items() if "PriorityClass" not in k and r["type"].startswith("kubernetes:")
+    ]
+    assert others and not any(r["replaceOnChanges"] or r["deleteBeforeReplace"] for r in others)
+
+
+@pytest.mark.parametrize("stack", STACKS)
 def test_rollout_timeouts_are_custom_timeouts(stack):
     """The per-node wait is a resource option (changing it must not re-apply the patch), never an input."""
     mocks, monitor = _run(stack)

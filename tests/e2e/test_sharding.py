@@ -41,7 +41,9 @@ NODES = {
     "shard-gpu-a100-1": {"nvidia.com/mig-1g.10gb": "8", "nvidia.com/mig-2g.20gb": "4", "nvidia.com/mig-3g.40gb": "4"},
 }
 # team-00 .. team-06 at first, team-07 onboarded. Production tenants (every third) get a 3g.40gb and the
-# tier's maxPerPod (a ValidatingAdmissionPolicy each); team-02 has a maxPerPod of its own.
+# tier's maxPerPod (a ValidatingAdmissionPolicy each); the others a time-sliced replica, which the device plugin
+# allocates at most one of per container (failRequestsGreaterThanOne), so a policy each too; team-02 has a
+# maxPerPod of its own.
 FIRST = [f"team-{i:02d}" for i in range(7)]
 ONBOARDED = "team-07"
 SPEC_TEXT = """\
@@ -274,7 +276,7 @@ def assert_converged(project: CliProject, cluster: ControlPlane, run: subprocess
 
 
 def with_policy(project: CliProject) -> set[str]:
-    """Tenants with a per-pod maximum policy (every tenant also has a priority guard, so a bare VAP says little)."""
+    """Tenants with a per-pod maximum policy (every tenant also has a priority guard: a bare VAP says little)."""
     return {
         t
         for t, objs in desired_tenant_objects(project).items()
@@ -345,7 +347,8 @@ def test_a_sharded_spec_from_empty_converges_with_each_tenant_in_its_shard(proje
     platform = {(k, n) for k, _, n in state_objects(states["dev"])}
     assert {("PriorityClass", "production"), ("Namespace", "gpu-operator")} <= platform
     assert not [o for e in list(states.values())[1:] for o in state_objects(e) if o[0] == "PriorityClass"]
-    assert with_policy(project) == {"team-00", "team-02", "team-03", "team-06"}
+    # Every tenant: the production ones for the tier's maxPerPod, the others for one shared unit per container.
+    assert with_policy(project) == set(FIRST)
     # The shard stacks got the platform stack's config and their own gpupool:shard.
     for k in (0, 1):
         p = project.pulumi("config", "--json", stack=f"dev.tenants-{k}")

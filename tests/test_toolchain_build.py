@@ -162,3 +162,22 @@ def test_the_longest_build_starts_first(env):
     order = sorted(spans, key=lambda n: spans[n][0])
     want = sorted(("etcd", "gofakes3", "kube-apiserver"), key=lambda n: -int(_expected(n)))
     assert order == want, (order, spans)
+
+
+def test_check_passes_on_a_complete_cache_whose_data_files_are_not_executable(env):
+    """`--check` (how ci/test.sh tells a warm run from a fresh one) accepted nothing while it required
+    kueue-crds.yaml, a data file, to be executable: every warm run was judged as fresh."""
+    for _ in range(40):  # fill the cache with what --check names, one missing file at a time
+        p = subprocess.run(["bash", str(BUILD), "--check"], env=env, capture_output=True, text=True, timeout=60)
+        if p.returncode == 0:
+            break
+        missing = Path(p.stderr.strip().removeprefix("missing: "))
+        missing.parent.mkdir(parents=True, exist_ok=True)
+        missing.write_text("#!/bin/sh\n")
+        missing.chmod(0o644 if missing.suffix == ".yaml" else 0o755)
+    assert p.returncode == 0, p.stderr
+    bin_dir = Path(p.stdout.strip())
+    assert (bin_dir / "kueue-crds.yaml").is_file() and not os.access(bin_dir / "kueue-crds.yaml", os.X_OK)
+    (bin_dir / "etcd").chmod(0o644)  # a binary that cannot run is still missing
+    p = subprocess.run(["bash", str(BUILD), "--check"], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and p.stderr.strip().endswith("/etcd"), p.stderr

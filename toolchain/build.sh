@@ -62,7 +62,9 @@ case "${1:-}" in
   --check)
     for b in "${ALL[@]}"; do
       for f in "$b" ${ALSO_OF[$b]}; do
-        [ -x "$BIN_DIR/$f" ] || { echo "missing: $BIN_DIR/$f" >&2; exit 1; }
+        # data files beside a binary (kueue-crds.yaml) are not executable
+        case "$f" in *.yaml) t=-f ;; *) t=-x ;; esac
+        [ "$t" "$BIN_DIR/$f" ] || { echo "missing: $BIN_DIR/$f" >&2; exit 1; }
       done
     done
     echo "$BIN_DIR"; exit 0 ;;

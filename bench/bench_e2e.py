@@ -26,9 +26,9 @@ same simulated GPU nodes (the 40 nodes the pools name):
     this process) is printed too.
     ``sharded=S`` (checkpoints on) deploys the spec with ``sharding.tenantShards: ceil(n/S)``: the platform
     stack ``dev`` (operator, GPU ConfigMaps, pools, tiers) and every shard stack ``dev.tenants-<k>`` that
-    holds tenants, in one file backend, one stack after the other in ci/pulumi-stack.sh's order (platform
+    holds tenants, in one file backend, one stack after the other in `gpupool stacks`' order (platform
     first), each shard stack with the platform's config plus ``gpupool:shard``. up and preview are the sums
-    over the stacks (every preview asserted a no-op); onboard is the onboarding as the script runs it, an
+    over the stacks (every preview asserted a no-op); onboard is the onboarding as `gpupool stacks up` runs it, an
     up of every stack with the shard count unchanged (summed creates only, and only in the new tenant's
     stack), and ``onboard-shard`` that stack's up alone. Per-stack min/median/max times and CPU are
     printed too; a sharded line's load is the mean of the loads at the end of each stack's command.
@@ -370,11 +370,11 @@ def run_pulumi_sharded(
 ) -> tuple[float, float, dict]:
     """The sharded platform (``sharding.tenantShards`` = ceil(n / PER_SHARD)), checkpoints on: the platform
     stack ``dev`` and every shard stack ``dev.tenants-<k>`` that holds tenants, in one file backend and
-    one workspace, each op run over the stacks one after the other in ci/pulumi-stack.sh's order
+    one workspace, each op run over the stacks one after the other in `gpupool stacks`' order
     (platform first; a shard stack that neither exists nor holds a tenant is skipped). Each shard stack
-    gets the platform stack's config plus ``gpupool:shard`` (as the script's select_shard). Returns
+    gets the platform stack's config plus ``gpupool:shard`` (as `gpupool stacks` configures a shard). Returns
     (sum of the ups, sum of the previews, info) like run_pulumi; info["stacks"] has every stack's own
-    numbers, info["onboard"] is the onboarding as the script runs it (an up of every stack, the unchanged
+    numbers, info["onboard"] is the onboarding as `gpupool stacks up` runs it (an up of every stack, the unchanged
     ones no-ops) and info["onboard-shard"] only the stack whose tenants changed."""
     from pulumi import automation as auto
 

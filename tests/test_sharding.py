@@ -243,13 +243,13 @@ def test_each_stack_registers_its_part(tmp_path, monkeypatch):
 def test_the_release_pass_keeps_only_the_named_tenants(tmp_path, monkeypatch):
     spec = _sharded_spec(tmp_path, 1)
     monkeypatch.chdir(tmp_path)
-    keep = tmp_path / "keep.json"
-    keep.write_text(json.dumps(["research"]))
-    monkeypatch.setenv("GPUPOOL_KEEP_TENANTS", str(keep))
+    # What gpupool stacks sets for a release pass (shard_moves.keep_env, the writer beside its reader).
+    ((name, value),) = shard_moves.keep_env(("research",)).items()
+    monkeypatch.setenv(name, value)
     mocks, _, error = run_program({"spec": str(spec), "shard": "tenants-0"}, stack="dev.tenants-0")
     assert error is None, error
     assert _registered_tenants(mocks) == ["research"]
-    keep.write_text("{not json")
+    monkeypatch.setenv(name, "{not json")
     mocks, _, error = run_program({"spec": str(spec), "shard": "tenants-0"}, stack="dev.tenants-0")
     assert error is not None and "GPUPOOL_KEEP_TENANTS" in str(error) and _registered_tenants(mocks) == []
 

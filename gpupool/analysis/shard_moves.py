@@ -4,7 +4,7 @@ A tenant moves between stacks when `sharding.tenantShards` changes (or sharding 
 The stack it leaves deletes its objects that are not retained on delete (the owners' RoleBinding, the
 per-pod admission policy); if the stack it joins had created (adopted) them first, that delete would remove
 the new holder's objects and leave its state believing they exist. So a run that moves tenants goes in two
-passes (ci/pulumi-stack.sh):
+passes (`gpupool stacks up`, gpupool/deploy/stacks.py, takes them in the order of :func:`steps`):
 
 1. release: every stack that holds a tenant it is no longer assigned runs with only the tenants it both
    holds and is assigned (GPUPOOL_KEEP_TENANTS), so it deletes or forgets the leaving ones and creates none;
@@ -160,8 +160,23 @@ def as_json(platform_stack: str, shards: int, runs: list[StackRun]) -> dict:
     }
 
 
-# The release pass tells the program which tenants it keeps through one environment variable, written and
-# read here: an inline JSON list (gpupool stacks), or the path of a file holding one (ci/pulumi-stack.sh).
+def steps(op: str, runs: list[StackRun]) -> list[tuple[StackRun, tuple[str, ...] | None]]:
+    """The stacks OP takes, in order, each with the tenants its release pass keeps (None: an ordinary run).
+
+    preview: every stack a run takes. up: the release pass of every stack that loses tenants, then the
+    apply pass (a stack whose release was all of its run is not taken again). destroy: every existing
+    stack, the shards first and the platform stack last (it holds the tiers and the operator they use)."""
+    if op == "preview":
+        return [(r, None) for r in runs if r.needed]
+    if op == "up":
+        return [(r, r.keep) for r in runs if r.release_first] + [(r, None) for r in runs if r.apply_pass]
+    if op == "destroy":
+        return [(r, None) for r in reversed(runs) if r.exists]
+    raise ValueError(f"unknown op {op!r}")
+
+
+# The release pass tells the program which tenants it keeps through one environment variable, an inline
+# JSON list of names, written and read here (gpupool stacks sets it; components/platform.py reads it).
 KEEP_ENV = "GPUPOOL_KEEP_TENANTS"
 
 
@@ -176,15 +191,8 @@ def keep_from_env(environ: dict[str, str] | None = None) -> set[str] | None:
     value = (os.environ if environ is None else environ).get(KEEP_ENV)
     if not value:
         return None
-    text = value
-    if not value.lstrip().startswith("["):
-        try:
-            with open(value, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as exc:
-            raise ValueError(f"{KEEP_ENV}={value}: {exc.strerror}") from None
     try:
-        names = json.loads(text)
+        names = json.loads(value)
     except ValueError:
         raise ValueError(f"{KEEP_ENV}: not JSON") from None
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):

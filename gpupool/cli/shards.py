@@ -1,7 +1,8 @@
 """`gpupool shards SPEC`: which Pulumi stack holds which tenant (spec `sharding.tenantShards`), and, given
 the stacks' states, which tenants a run moves and which stacks must release theirs first.
 
-ci/pulumi-stack.sh runs this to drive a sharded platform; people run it to see where a tenant lives.
+gpupool stacks plans a sharded platform's runs from the same analysis (gpupool/analysis/shard_moves.py);
+people run this to see where a tenant lives.
 Exit status: 0 = printed, 1 = invalid spec, 2 = usage error.
 """
 

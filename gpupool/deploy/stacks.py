@@ -11,6 +11,9 @@ Each stack is selected or created, gets the run's config (a shard also the platf
   (`preview --expect-no-changes`);
 - destroy: the same recovery, then `destroy` (shards first, the platform stack last).
 
+Before any stack is touched, a torn metadata sidecar of a file backend is removed (with one, every pulumi
+command fails, `stack ls` included).
+
 The program is the project's (Pulumi.yaml, its virtualenv first on PATH), so a plain `pulumi up` by hand
 keeps working on an unsharded stack.
 """
@@ -19,6 +22,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -91,13 +96,13 @@ def project_env(project_dir: Path) -> dict[str, str]:
 class Platform:
     """The stacks of one platform in one project."""
 
-    def __init__(self, settings: Settings, platform_stack: str):
+    def __init__(self, settings: Settings, platform_stack: str, workspace: auto.Workspace | None = None):
         self.s = settings
         self.platform_stack = platform_stack
         # The workspace keeps this very dict and passes it to every pulumi command: a release pass adds its
         # variable for the duration of its run (run_one).
         self.env: dict[str, str] = {**project_env(settings.project_dir), "PULUMI_BACKEND_URL": settings.backend_url}
-        self.workspace = auto.LocalWorkspace(work_dir=str(settings.project_dir), env_vars=self.env)
+        self.workspace = workspace or auto.LocalWorkspace(work_dir=str(settings.project_dir), env_vars=self.env)
         self.outcomes: list[Outcome] = []
         self._previews: list[str] = []  # the preview texts so far, for --preview-out
 
@@ -151,21 +156,24 @@ class Platform:
     # -- one stack ---------------------------------------------------------------------------------
 
     def _recovering(self, stack: auto.Stack, action: Callable[[], T]) -> T:
-        """ACTION (an up or destroy); on a lock whose every holder is dead, `pulumi cancel` and once more."""
-        removed = recovery.repair_torn_sidecars(self.s.backend_url)
-        for path in removed:
-            self.s.log(f"removed a torn metadata sidecar ({path.name}) left by a run that died writing it")
+        """ACTION (an up or destroy); on a lock whose every holder is dead, `pulumi cancel` and once more.
+        A lock with a live (or unknowable) holder is never touched: the run fails and says whose it is."""
         try:
             return action()
         except auto.ConcurrentUpdateError as exc:
             holders = recovery.lock_holders(str(exc))
             live = [h for h in holders if not recovery.holder_is_dead(h, self.s.single_writer)]
             if not holders or live:
-                who = ", ".join(map(str, live or holders)) or "an unknown holder"
                 hint = "" if self.s.single_writer else " (--single-writer if no other run can hold it)"
-                raise StackError(f"{stack.name}: locked by a live run, {who}; not touching it{hint}") from None
+                for h in live:
+                    self.s.log(f"{stack.name}: live lock: created by {h}; not touching it{hint}")
+                who = ", ".join(map(str, live or holders)) or "an unknown holder"
+                raise StackError(
+                    f"{stack.name}: locked by a live run, {who}; not touching it{hint}. pulumi: {_locked(exc)}"
+                ) from None
             for h in holders:
-                self.s.log(f"{stack.name}: stale lock of {h} (holder gone): pulumi cancel, then retrying")
+                self.s.log(f"{stack.name}: stale lock: created by {h} (holder gone)")
+            self.s.log(f"{stack.name}: cancelling the dead run's lock (pulumi cancel) and retrying")
             stack.cancel()
             return action()
 
@@ -196,27 +204,27 @@ class Platform:
         out = self.s.output
         try:
             if op == "preview":
-                result = stack.preview(diff=True, color="never", on_output=out)
+                result = stack.preview(diff=True, color="never", on_output=out, on_error=out)
                 self._previews.append(result.stdout)
                 self._write_previews()
                 self.outcomes.append(Outcome(stack.name, op, "succeeded", _counts(result.change_summary)))
             elif op == "up":
-                up = self._recovering(stack, lambda: stack.up(diff=True, color="never", on_output=out))
+                up = self._recovering(stack, lambda: stack.up(diff=True, color="never", on_output=out, on_error=out))
                 self._drop_completed_pending(stack)
                 # Converged: the live stack matches the program (also after a recovered dead run).
                 stack.preview(expect_no_changes=True, color="never", on_output=lambda _: None)
                 changes = _counts(up.summary.resource_changes)
                 self.outcomes.append(Outcome(stack.name, op, "succeeded", changes, "converged"))
             else:
-                down = self._recovering(stack, lambda: stack.destroy(color="never", on_output=out))
+                down = self._recovering(stack, lambda: stack.destroy(color="never", on_output=out, on_error=out))
                 changes = _counts(down.summary.resource_changes)
                 self.outcomes.append(Outcome(stack.name, op, "succeeded", changes))
         except StackError as exc:
             self.outcomes.append(Outcome(stack.name, op, "failed", note=str(exc).removeprefix(f"{stack.name}: ")))
             raise
         except auto.CommandError as exc:
-            self.outcomes.append(Outcome(stack.name, op, "failed", note=_reason(exc)))
-            raise StackError(f"{stack.name}: {op} failed: {_reason(exc)}") from None
+            self.outcomes.append(Outcome(stack.name, op, "failed", note=_reason(exc, op)))
+            raise StackError(f"{stack.name}: {op} failed: {_reason(exc, op)}") from None
 
     def _write_previews(self) -> None:
         """--preview-out FILE holds every preview so far: rewritten whole through gpupool.safe_write (no link
@@ -233,44 +241,57 @@ class Platform:
     # -- the whole platform ------------------------------------------------------------------------
 
     def run(self, op: str) -> None:
+        """OP over the platform's stacks in shard_moves.steps' order; the first failure stops the run (a
+        shard must not adopt tenants whose release failed), and the next run recomputes from the states."""
+        for path in recovery.repair_torn_sidecars(self.s.backend_url):
+            self.s.log(f"removing torn metadata sidecar {path} (left by a run that died while writing it)")
         self._write_previews()  # emptied (or refused) before any stack is touched
         platform = self.configure_platform()
         runs = self.layout(platform, with_states=op == "up")
         if runs is None:
             self.run_one(platform, op)
             return
-
-        def stack_of(r: shard_moves.StackRun) -> auto.Stack:
-            return platform if r.role.platform else self.configure_shard(r.stack, r.shard_value, platform)
-
-        if op == "preview":
-            for r in runs:
-                if r.needed:
-                    self.run_one(stack_of(r), op)
-        elif op == "up":
-            # Pass 1: every stack that loses tenants deletes or forgets them before another stack adopts them.
-            for r in runs:
-                if r.release_first:
-                    self.run_one(stack_of(r), op, keep=r.keep)
-            for r in runs:
-                if r.apply_pass:
-                    self.run_one(stack_of(r), op)
-        else:
-            for r in reversed(runs):
-                if r.exists:
-                    self.run_one(stack_of(r), op)
+        for r, keep in shard_moves.steps(op, runs):
+            stack = platform if r.role.platform else self.configure_shard(r.stack, r.shard_value, platform)
+            self.run_one(stack, op, keep=keep)
 
 
 def _counts(changes: Mapping | None) -> dict[str, int]:
     return {str(getattr(k, "value", k)): int(n) for k, n in (changes or {}).items()}
 
 
-def _reason(exc: auto.CommandError) -> str:
-    """The last error lines of a failed pulumi command (its stderr, else its stdout)."""
-    text = (getattr(exc, "stderr", "") or "") or (getattr(exc, "stdout", "") or "") or str(exc)
+# CommandError keeps only the text of its CommandResult (pulumi/automation/_cmd.py, CommandResult.__str__:
+# "\n code: {code}\n stdout: {stdout}\n stderr: {stderr}").
+_RESULT = re.compile(r"\A\s*code: (?P<code>-?\d+)\n stdout: (?P<stdout>.*)\n stderr: (?P<stderr>.*)\Z", re.S)
+
+
+def _result(exc: auto.CommandError) -> tuple[int | None, str, str]:
+    m = _RESULT.match(str(exc))
+    if m is None:
+        return None, "", str(exc)
+    return int(m.group("code")), m.group("stdout"), m.group("stderr")
+
+
+def _reason(exc: auto.CommandError, op: str = "") -> str:
+    """Why a pulumi command failed: the signal that killed it, else its last error lines (stderr, else stdout)."""
+    code, stdout, stderr = _result(exc)
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"pulumi {op or 'command'} was killed by {name}"
+    text = stderr or stdout
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.startswith("error:")] or lines[-3:]
     return " / ".join(errors[-3:])[:2000]
+
+
+def _locked(exc: auto.CommandError) -> str:
+    """The engine's own words for a refused lock ("the stack is currently locked by N lock(s)")."""
+    _, _, stderr = _result(exc)
+    m = re.search(r"the stack is currently locked by \d+ lock\(s\)", stderr or str(exc))
+    return m.group(0) if m else "the stack is locked"
 
 
 def summary(outcomes: list[Outcome]) -> str:

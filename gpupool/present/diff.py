@@ -404,7 +404,7 @@ def _stack_lines(d) -> list[str]:
         out.append(f"... and {len(d.stack_moves) - _MOVES_SHOWN:,} more (gpupool diff -o json lists them all)")
     if d.stack_moves:
         out.append(
-            "⚠ ci/pulumi-stack.sh up moves them in two passes: the stacks they leave release them first, so "
+            "⚠ gpupool stacks up moves them in two passes: the stacks they leave release them first, so "
             "their owners' role binding and per-pod maximum are absent until the stack they join creates "
             "them, later in the same run (namespaces and quotas are retained throughout)"
         )

@@ -1,12 +1,13 @@
-"""The user's path, end to end: a copy of the project directory driven with ``ci/pulumi-stack.sh``.
+"""The user's path, end to end: a copy of the project directory driven with ``gpupool stacks``, the
+console script of the project's virtualenv, as a user (and the workflow) runs it.
 
-That script holds the CI recipe's pulumi commands (the workflow runs it too), so what these tests run is
-what CI runs: ``pulumi login``, ``stack select --create``, ``config set``, ``preview --diff``,
+That command holds the CI recipe's pulumi commands (gpupool/deploy/stacks.py, on the Automation API), so
+what these tests run is what CI runs: ``stack select --create``, ``config set``, ``preview --diff``,
 ``up --yes`` then ``preview --expect-no-changes``, through the pulumi CLI, the Python language host,
 ``Pulumi.yaml``'s runtime options, ``__main__.py`` and the components.
 
 PATH holds the toolchain's bin dir and the system directories only, NOT the project venv: putting the
-venv first is the script's job (see toolchain/README.md, the language host's caveat).
+venv first is the command's job (see toolchain/README.md, the language host's caveat).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 STUB_CHART = REPO / "tests" / "charts" / "gpu-operator-stub"
-SCRIPT = Path("ci") / "pulumi-stack.sh"
+# The console script `pip install` made in the project's virtualenv (the copy's .venv links to the repo's).
+GPUPOOL = Path(".venv") / "bin" / "gpupool"
 # Not part of the Pulumi project a user deploys (and large or machine-specific).
 _NOT_COPIED = shutil.ignore_patterns(
     ".git",
@@ -102,14 +104,15 @@ class CliProject:
 
     # ---------------------------------------------------------------- the recipe
     def _argv(self, op: str) -> list[str]:
-        argv = ["bash", str(self.dir / SCRIPT)]
+        argv = [str(self.dir / GPUPOOL), "stacks", op, self.stack]
         for kv in self.config:
             argv += ["-c", kv]
-        return argv + [self.stack, op]
+        return argv
 
     def run(self, op: str, *, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-        """``ci/pulumi-stack.sh ... STACK OP``; stdout and stderr merged into ``.stdout``."""
-        return subprocess.run(
+        """``gpupool stacks OP STACK -c ...``; stdout and stderr merged into ``.stdout``, also kept in
+        ``root/<op>-<n>.log`` (the fault table's record of what each rerun did)."""
+        p = subprocess.run(
             self._argv(op),
             cwd=self.dir,
             env={**self.env, **(env or {})},
@@ -118,6 +121,8 @@ class CliProject:
             stderr=subprocess.STDOUT,
             timeout=timeout,
         )
+        (self.dir.parent / f"{op}-{time.monotonic_ns()}.log").write_text(p.stdout)
+        return p
 
     def start(self, op: str, *, env: dict | None = None) -> subprocess.Popen:
         """The same, in the background (own process group), output to ``root/<op>-<n>.log``."""
@@ -175,7 +180,7 @@ class CliProject:
 
 
 def pulumi_pid(p: subprocess.Popen) -> int | None:
-    """The pid of the ``pulumi`` CLI process the script started (same process group), if running."""
+    """The pid of the ``pulumi`` CLI process the command started (same process group), if running."""
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
@@ -191,7 +196,7 @@ def pulumi_pid(p: subprocess.Popen) -> int | None:
 
 
 def sigkill_pulumi(p: subprocess.Popen, timeout: float = 60) -> None:
-    """SIGKILL the pulumi CLI (not the script, not its plugins: they notice the dead engine and exit)."""
+    """SIGKILL the pulumi CLI (not gpupool, not the plugins: they notice the dead engine and exit)."""
     pid = pulumi_pid(p)
     assert pid, "no pulumi process to kill"
     os.kill(pid, signal.SIGKILL)

@@ -28,7 +28,7 @@ def tenant_names(doc: dict) -> list[str]:
 
 
 def assert_converged(project: CliProject, cluster: ControlPlane, doc: dict, run) -> None:
-    """The script's run succeeded (so its `preview --expect-no-changes` passed) and state == cluster."""
+    """The `gpupool stacks` run succeeded (so its `preview --expect-no-changes` passed) and state == cluster."""
     assert run.returncode == 0, run.stdout[-6000:]
     deployment = project.export()
     assert not deployment["deployment"].get("pending_operations"), deployment["deployment"]["pending_operations"]
@@ -107,7 +107,7 @@ def set_request_memory(project: CliProject, doc: dict, memory: str, spec: str = 
 
 
 def group_alive(pgid: int) -> list[int]:
-    """The pids still in process group PGID (the script's: pulumi, the language host, the provider)."""
+    """The pids still in process group PGID (the run's: gpupool, pulumi, the language host, the provider)."""
     pids = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
@@ -122,7 +122,7 @@ def group_alive(pgid: int) -> list[int]:
 
 
 def kill_pulumi(proc: subprocess.Popen) -> None:
-    """SIGKILL the pulumi CLI of the frozen run, then let the rest go on: the script sees pulumi die and
+    """SIGKILL the pulumi CLI of the frozen run, then let the rest go on: gpupool sees pulumi die and
     exits, the plugins notice the dead engine and exit (the fault of a killed engine)."""
     pid = pulumi_pid(proc)
     assert pid, "no pulumi process to kill"
@@ -131,7 +131,7 @@ def kill_pulumi(proc: subprocess.Popen) -> None:
 
 
 def kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the run's whole process group: script, pulumi, host, provider (a cancelled CI job)."""
+    """SIGKILL the run's whole process group: gpupool, pulumi, host, provider (a cancelled CI job)."""
     os.killpg(proc.pid, signal.SIGKILL)
 
 

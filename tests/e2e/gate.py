@@ -277,7 +277,7 @@ def _probe_object(resource: str, name: str) -> dict:
 
 
 def freeze(pgid: int) -> None:
-    """SIGSTOP the run's whole process group (script, pulumi, language host, provider)."""
+    """SIGSTOP the run's whole process group (gpupool, pulumi, language host, provider)."""
     os.killpg(pgid, signal.SIGSTOP)
 
 
@@ -286,6 +286,6 @@ def thaw(pgid: int) -> None:
 
 
 def kill(proc) -> None:
-    """SIGKILL the run's process group (a cancelled CI job) and reap the script."""
+    """SIGKILL the run's process group (a cancelled CI job) and reap gpupool."""
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)

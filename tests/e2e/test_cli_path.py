@@ -1,5 +1,6 @@
 """The user's path: `pulumi preview --diff` / `pulumi up` in (a copy of) the project directory, through the
-pulumi CLI and the Python language host, with the CI recipe's commands from ``ci/pulumi-stack.sh``.
+pulumi CLI and the Python language host, with the CI recipe's commands: ``gpupool stacks`` (the console
+script of the project's virtualenv, on the Automation API).
 
 One dev stack lives through the module, in order: first up, the language host's caveat, a tenant
 onboarding, an invalid spec, a torn state sidecar, destroy.
@@ -82,7 +83,7 @@ def test_first_up_then_the_recipe_s_expect_no_changes_preview_passes(project, co
 
 
 def test_the_old_language_host_needs_the_venv_on_path(project):
-    """The caveat the script works around: without the venv first on PATH, the host this toolchain can
+    """The caveat `gpupool stacks` works around: without the venv first on PATH, the host this toolchain can
     build (v3.79) runs the program with the system `python` and the Pulumi SDK is not found, even though
     Pulumi.yaml says `virtualenv: .venv` (this CLI sends that option over gRPC, the old host reads flags)."""
     system_has_sdk = (

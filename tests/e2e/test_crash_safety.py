@@ -1,4 +1,4 @@
-"""Crash safety of the deploy path (``ci/pulumi-stack.sh up``) by fault injection against the real engine,
+"""Crash safety of the deploy path (``gpupool stacks up``) by fault injection against the real engine,
 the real provider and a real API server, on a generated stack (``GPUPOOL_FAULT_TENANTS`` tenants in 10
 pools: 12 by default; 100, the opt-in benchmark size, gives about 720 resources).
 
@@ -6,8 +6,8 @@ Faults: SIGKILL of the ``pulumi up`` process in the middle of creating the stack
 updating it, right after it took the lock, late in an update, and in the middle of deleting (the lock and
 the pending operations of a dead run stay behind), a crash-restart of
 kube-apiserver in the middle of an up, and a second concurrent up. (A torn metadata sidecar of the file backend
-is test_cli_path.py's.) After each, the script must converge without a person: exit 0, ``preview --expect-no-changes``
-passes (the script runs it), every object gpupool manages is in the cluster exactly as often as in the
+is test_cli_path.py's.) After each, ``gpupool stacks up`` must converge without a person: exit 0, ``preview --expect-no-changes``
+passes (the command runs it), every object gpupool manages is in the cluster exactly as often as in the
 state (no orphan, no duplicate), and no tenant namespace or quota is lost.
 
 Each test builds on the stack the previous one left (module scope, in order). Every fault is triggered by

@@ -1,5 +1,5 @@
 """The state backend docs/ci.md recommends, an object-store bucket (``PULUMI_BACKEND_URL=s3://…``), on the
-user's path (``ci/pulumi-stack.sh``, the pulumi CLI, the language host) against a real API server: an
+user's path (``gpupool stacks``, the pulumi CLI, the language host) against a real API server: an
 S3-compatible server (gofakes3, a versioned bucket, ``tests/e2e/s3.py`` says how far it is faithful) on
 loopback.
 
@@ -7,7 +7,7 @@ In order, on one generated stack (``GPUPOOL_S3_TENANTS`` tenants, 6 by default, 
 in one batch): ``up`` converges, the state is in the bucket and ``preview`` plans no change; SIGKILL of
 ``pulumi up`` while it creates the batch, its lock as the runner that died would have left it: refused
 without ``GPUPOOL_SINGLE_WRITER``, and the workflow's rerun (``GPUPOOL_SINGLE_WRITER=1``) cancels it and
-converges; a second concurrent ``up`` is refused by the lock and changes nothing; ``destroy``. "Converged" is test_crash_safety.py's: the script exits 0 (its
+converges; a second concurrent ``up`` is refused by the lock and changes nothing; ``destroy``. "Converged" is test_crash_safety.py's: the command exits 0 (its
 ``preview --expect-no-changes`` passed), state == cluster (no orphan, no duplicate) and no tenant lost.
 """
 
@@ -137,7 +137,7 @@ def test_up_converges_on_the_s3_backend_and_the_state_is_in_the_bucket(project, 
 def test_sigkill_while_onboarding_then_the_workflow_s_rerun_recovers_the_lock(project, cluster, full_doc, doc, gate):
     """The CI case: the job that died ran on another runner, so its lock names a host that is not this one
     and a pid that means nothing here. Simulated: the killed run's lock object is rewritten with the gone
-    runner's host name, as that runner would have written it. Without the workflow's guarantee the script
+    runner's host name, as that runner would have written it. Without the workflow's guarantee the command
     cannot know the runner is gone, so it refuses; the deploy job (GPUPOOL_SINGLE_WRITER=1) recovers."""
     before = count(cluster, TENANT_KINDS)
     doc["tenants"] = full_doc["tenants"]  # a batch of TENANTS new tenants, in one pull request
@@ -156,7 +156,7 @@ def test_sigkill_while_onboarding_then_the_workflow_s_rerun_recovers_the_lock(pr
     refused = project.run("up")
     assert refused.returncode != 0
     assert "the stack is currently locked" in refused.stdout, refused.stdout[-3000:]
-    # The script read the holder from the S3 lock error (an s3:// URL with a query string before it).
+    # The command read the holder from the S3 lock error (an s3:// URL with a query string before it).
     assert f"live lock: created by {lock['username']}@runner-that-is-gone (pid {lock['pid']}) at " in refused.stdout, (
         refused.stdout[-3000:]
     )

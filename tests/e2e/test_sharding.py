@@ -1,11 +1,11 @@
-"""Tenant shards (spec ``sharding.tenantShards``) on the user's path: ``ci/pulumi-stack.sh`` driving the real
+"""Tenant shards (spec ``sharding.tenantShards``) on the user's path: ``gpupool stacks`` driving the real
 pulumi CLI, the Python language host, the provider and a private kube-apiserver over the platform stack
 ``dev`` and its shard stacks ``dev.tenants-<k>``.
 
 One sharded platform lives through the module, in order: from empty with 2 shards, a tenant onboarding,
 2 -> 3 shards, a SIGKILL in the release pass of 3 -> 1 and one in the apply pass of 1 -> 3 (each rerun must
 converge), and destroy. A second project on a second control plane switches sharding on for an existing
-unsharded stack. After every run: exit 0 (so the script's own ``preview --expect-no-changes`` of every
+unsharded stack. After every run: exit 0 (so the command's own ``preview --expect-no-changes`` of every
 stack passed), each stack's state holds exactly the tenants ``gpupool shards`` assigns it, no tenant is in
 two states, and what the cluster has labelled managed-by=gpupool is exactly the union of the states.
 """
@@ -129,7 +129,7 @@ def new_project(cluster: ControlPlane, bin_dir: Path, root: Path, shards: int | 
 
 def stack_names(project: CliProject) -> list[str]:
     """The platform's stacks, from the file backend's directory (not from `pulumi stack ls`, which the
-    script under test reads)."""
+    command under test reads)."""
     files = (project.state / ".pulumi" / "stacks").rglob("*.json")
     names = {f.name[: -len(".json")] for f in files if not f.name.endswith(".bak")}
     return sorted(n for n in names if n == project.stack or n.startswith(project.stack + ".tenants-"))
@@ -221,8 +221,8 @@ def namespace_uids(cluster: ControlPlane, tenants: list[str]) -> dict[str, str]:
 
 
 def sections(out: str) -> list[tuple[str, str]]:
-    """(header, text) per stack the script ran: header as logged, e.g. `up dev.tenants-1 (release pass: ...)`."""
-    parts = re.split(r"^\[pulumi-stack\] ((?:up|preview|destroy) \S+.*)$", out, flags=re.M)
+    """(header, text) per stack the command ran: header as logged, e.g. `up dev.tenants-1 (release pass: ...)`."""
+    parts = re.split(r"^\[gpupool stacks\] ((?:up|preview|destroy) \S+.*)$", out, flags=re.M)
     return list(zip(parts[1::2], parts[2::2]))
 
 
@@ -238,8 +238,7 @@ def assert_converged(project: CliProject, cluster: ControlPlane, run: subprocess
     assigned = {s["stack"]: set(s["tenants"]) for s in doc["stacks"]}
     tenants = spec_tenants(project)
     # Every stack that holds tenants now or is assigned some ran, and its up ended with the preview
-    # `--expect-no-changes` (the script stops at the first failed command, set -e).
-    # (Unsharded, the script runs the one stack without a per-stack header.)
+    # `--expect-no-changes` (the command stops at the first failed stack).
     ran = [h.split()[1] for h, _ in sections(run.stdout) if h.startswith("up ")]
     for stack in assigned if doc["tenantShards"] or len(states) > 1 else ():
         if assigned[stack] or stack in states:
@@ -288,7 +287,9 @@ def with_policy(project: CliProject) -> set[str]:
 
 
 def pulumi_up_pid(p: subprocess.Popen, stack: str) -> int | None:
-    """The pid of `pulumi up ... --stack STACK` in P's process group, if running."""
+    """The pid of `pulumi up ... --stack STACK` in P's process group, if running. The Automation API runs
+    `pulumi --non-interactive up --yes --skip-preview ... --stack STACK` (pulumi/automation/_cmd.py puts the
+    flag before the subcommand)."""
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
@@ -298,7 +299,13 @@ def pulumi_up_pid(p: subprocess.Popen, stack: str) -> int | None:
         except OSError:
             continue
         pgrp = int(stat[stat.rindex(")") + 2 :].split()[2])
-        if pgrp == p.pid and argv[:2] == [b"pulumi", b"up"] and stack.encode() in argv:
+        args = [a for a in argv[1:] if a != b"--non-interactive"]
+        if (
+            pgrp == p.pid
+            and argv[0].rsplit(b"/", 1)[-1] == b"pulumi"
+            and args[:1] == [b"up"]
+            and stack.encode() in argv
+        ):
             return int(d.name)
     return None
 
@@ -478,7 +485,7 @@ def test_sigkill_in_the_release_pass_then_in_the_apply_pass_of_a_move_then_rerun
         )
         out = CliProject.output(up)
         assert "up dev.tenants-1 (release pass" in out, out[-4000:]
-        assert "[pulumi-stack] up dev.tenants-2" not in out, "the kill came after dev.tenants-1's release"
+        assert "[gpupool stacks] up dev.tenants-2" not in out, "the kill came after dev.tenants-1's release"
         assert project.lock_files(), "the killed run left no lock: the kill did not hit an update"
         assert victims_bindings() == before - 1, "not killed at the release pass's first RoleBinding deletion"
         assert_no_tenant_in_two_states(project)
@@ -500,7 +507,7 @@ def test_sigkill_in_the_release_pass_then_in_the_apply_pass_of_a_move_then_rerun
         )
     out = CliProject.output(up)
     assert "cancelling the dead run's lock" in out, out[-4000:]
-    assert "[pulumi-stack] up dev.tenants-0\n" in out, out[-4000:]
+    assert "[gpupool stacks] up dev.tenants-0\n" in out, out[-4000:]
     assert project.lock_files(), "the killed run left no lock: the kill did not hit an update"
     assert len(adopted()) == 1, "not killed at the apply pass's first RoleBinding"
     assert_no_tenant_in_two_states(project)

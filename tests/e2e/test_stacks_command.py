@@ -31,16 +31,6 @@ DEV_NODES = {
 }
 
 
-class StacksProject(CliProject):
-    """The project copy, driven with `gpupool stacks` (the project venv's gpupool) instead of the script."""
-
-    def _argv(self, op: str) -> list[str]:
-        argv = [str(self.dir / ".venv" / "bin" / "gpupool"), "stacks", op, self.stack]
-        for kv in self.config:
-            argv += ["-c", kv]
-        return argv
-
-
 @pytest.fixture(scope="module")
 def cluster(private_control_plane):
     for name, resources in DEV_NODES.items():
@@ -49,11 +39,11 @@ def cluster(private_control_plane):
 
 
 @pytest.fixture(scope="module")
-def project(cluster, cli_toolchain_bin, tmp_path_factory) -> StacksProject:
-    return StacksProject(cli_toolchain_bin, cluster.kubeconfig, tmp_path_factory.mktemp("stacks-cmd"))
+def project(cluster, cli_toolchain_bin, tmp_path_factory) -> CliProject:
+    return CliProject(cli_toolchain_bin, cluster.kubeconfig, tmp_path_factory.mktemp("stacks-cmd"))
 
 
-def _converged(project: StacksProject, cluster, run: subprocess.CompletedProcess) -> None:
+def _converged(project: CliProject, cluster, run: subprocess.CompletedProcess) -> None:
     assert run.returncode == 0, run.stdout[-6000:]
     assert re.search(r"^dev: up succeeded \(.*converged\)$", run.stdout, re.M), run.stdout[-3000:]
     state = project.export()

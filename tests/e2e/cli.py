@@ -111,7 +111,9 @@ class CliProject:
 
     def run(self, op: str, *, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
         """``gpupool stacks OP STACK -c ...``; stdout and stderr merged into ``.stdout``, also kept in
-        ``root/<op>-<n>.log`` (the fault table's record of what each rerun did)."""
+        ``root/<op>-<n>.log`` under a line naming the test, the exit status and the wall time (the record
+        docs/ci.md's fault table is read from)."""
+        started = time.monotonic()
         p = subprocess.run(
             self._argv(op),
             cwd=self.dir,
@@ -121,7 +123,9 @@ class CliProject:
             stderr=subprocess.STDOUT,
             timeout=timeout,
         )
-        (self.dir.parent / f"{op}-{time.monotonic_ns()}.log").write_text(p.stdout)
+        test = os.environ.get("PYTEST_CURRENT_TEST", "").removesuffix(" (call)")
+        head = f"# {test}: gpupool stacks {op} exited {p.returncode} after {time.monotonic() - started:.1f} s\n"
+        (self.dir.parent / f"{op}-{time.monotonic_ns()}.log").write_text(head + p.stdout)
         return p
 
     def start(self, op: str, *, env: dict | None = None) -> subprocess.Popen:

@@ -79,9 +79,10 @@ def test_init_validate_and_stacks_up_from_the_wheel(installed, private_control_p
         "KUBECONFIG": str(cluster.kubeconfig),
     }
     gpupool = str(installed / "bin" / "gpupool")
+    transcript = tmp_path / "transcript.txt"  # what the user sees, command by command (docs/howto/first-deploy.md)
 
     def run(*args: str, cwd: Path = tmp_path) -> subprocess.CompletedProcess:
-        return subprocess.run(
+        p = subprocess.run(
             [gpupool, *args],
             cwd=cwd,
             env=env,
@@ -90,6 +91,9 @@ def test_init_validate_and_stacks_up_from_the_wheel(installed, private_control_p
             stderr=subprocess.STDOUT,
             timeout=900,
         )
+        with transcript.open("a") as f:
+            f.write(f"{cwd.name}$ gpupool {' '.join(args)}\n{p.stdout}[exit {p.returncode}]\n\n")
+        return p
 
     init = run("init", str(team))
     assert init.returncode == 0, init.stdout

@@ -2,8 +2,10 @@
 pulumi CLI and the Python language host, with the CI recipe's commands: ``gpupool stacks`` (the console
 script of the project's virtualenv, on the Automation API).
 
-One dev stack lives through the module, in order: first up, the language host's caveat, a tenant
-onboarding, an invalid spec, a torn state sidecar, destroy.
+One dev stack lives through the module, in order: first up (adopting namespaces made beforehand with
+kubectl), the language host's caveat, a tenant onboarding, an invalid spec, a torn state sidecar, destroy
+and the up that adopts what it retained. The adoptions are issue 18's create semantics, tested here to
+cost no `up` of their own.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pytest
 
 from components.program import PLATFORM_NAME
 
+from .adoption import assert_adopted, namespace_uids
 from .cli import CliProject, cluster_objects, state_objects
 
 pytestmark = pytest.mark.e2e
@@ -32,6 +35,10 @@ gpus:
 owners: [vision-admins]
 costCenter: cc-5500
 """
+SPEC = "stacks/dev/spec.yaml"
+# Namespaces a platform team made by hand before gpupool (one with a label of the team's own).
+HAND_MADE = ("research", "inference")
+TEAM_LABEL = "example.com/team=inference-oncall"
 # A tier that does not exist (line 2, column 7) and a GPU grant beyond the pool's capacity.
 BAD_TENANT = """\
 name: broken
@@ -71,7 +78,19 @@ def _steps(preview_text: str) -> dict[str, str]:
 
 
 def test_first_up_then_the_recipe_s_expect_no_changes_preview_passes(project, control_plane):
+    """Also issue 18's adoption of namespaces made beforehand with kubectl (as on a cluster where teams
+    already work): the first up adopts them as they are, the same objects (uid) now in the state with
+    gpupool's labels, through a provider whose stored config has upsertExistingObjects "true", and the
+    team's own label stays (tests/e2e/adoption.py says what this can and cannot prove here)."""
+    control_plane.kubectl("create", "namespace", HAND_MADE[0])
+    control_plane.kubectl("create", "namespace", HAND_MADE[1])
+    control_plane.kubectl("label", "namespace", HAND_MADE[1], TEAM_LABEL)
+    before = namespace_uids(control_plane, HAND_MADE)
+    assert sorted(before) == sorted(HAND_MADE)
     out = _ok(project.run("up"))
+    assert_adopted(project.export(), control_plane, before, project.dir / SPEC)
+    team = control_plane.get_json("namespace", HAND_MADE[1])["metadata"]["labels"]
+    assert team.get(TEAM_LABEL.split("=")[0]) == TEAM_LABEL.split("=")[1], team
     assert re.search(r"\+ \d+ created", out), out[-3000:]
     # `up` ends with `pulumi preview --expect-no-changes`: exit 0 above means the stack converged.
     quota = control_plane.get_json("resourcequota", "gpu-quota", "-n", "research")
@@ -153,8 +172,12 @@ def test_a_torn_metadata_sidecar_of_the_file_backend_is_repaired(project):
 
 
 def test_destroy_keeps_retained_tenant_namespaces_unless_offboarded(project, control_plane):
+    """Also issue 18's up after destroy: the retained namespaces stay (same uid), and the next up adopts
+    them, in the state with gpupool's labels through a provider whose stored config has
+    upsertExistingObjects "true" (tests/e2e/adoption.py says what this can and cannot prove here)."""
     project.edit("stacks/dev/tenants/notebooks.yaml", "tier: standard", "tier: standard\noffboarded: true")
     _ok(project.run("up"))
+    retained = namespace_uids(control_plane, ("research", "inference", "vision"))
     out = _ok(project.run("destroy"))
     assert re.search(r"- \d+ deleted", out), out[-3000:]
     assert project.export()["deployment"].get("resources") in (None, [])
@@ -176,4 +199,7 @@ def test_destroy_keeps_retained_tenant_namespaces_unless_offboarded(project, con
         what="namespace notebooks finalised",
     )
     _ok(project.run("up"))
-    assert sorted(state_objects(project.export())) == sorted(cluster_objects(control_plane))
+    deployment = project.export()
+    assert sorted(state_objects(deployment)) == sorted(cluster_objects(control_plane))
+    assert len(retained) == 3, retained
+    assert_adopted(deployment, control_plane, retained, project.dir / SPEC)

@@ -26,6 +26,7 @@ from gpupool.analysis import shard_moves
 from gpupool.k8s import manifests
 from gpupool.rules.engine import load_valid_spec
 
+from .adoption import namespace_uids
 from .cli import CliProject, cluster_objects, state_objects
 from .cluster import ControlPlane
 from .conftest import _started_control_plane
@@ -213,11 +214,6 @@ def tenant_objects_in_cluster(cluster: ControlPlane) -> dict[str, dict[str, dict
             meta["resourceVersion"],
         )
     return out
-
-
-def namespace_uids(cluster: ControlPlane, tenants: list[str]) -> dict[str, str]:
-    items = cluster.get_json("namespaces", timeout=120)["items"]
-    return {i["metadata"]["name"]: i["metadata"]["uid"] for i in items if i["metadata"]["name"] in tenants}
 
 
 def sections(out: str) -> list[tuple[str, str]]:

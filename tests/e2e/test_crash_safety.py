@@ -24,9 +24,18 @@ import yaml
 
 from bench.bench_validate import POOL_KINDS, generate
 
-from .cli import CliProject
+from .adoption import assert_adopted, namespace_uids
+from .cli import CliProject, state_objects
 from .cluster import ControlPlane
-from .faults import assert_converged, count, fault_at, limit_ranges_with, set_request_memory, writes
+from .faults import (
+    assert_converged,
+    count,
+    fault_at,
+    limit_ranges_with,
+    set_request_memory,
+    tenant_names,
+    writes,
+)
 from .gate import Gate, freeze, thaw
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fault]
@@ -68,17 +77,33 @@ def project(cluster, spec_doc, cli_toolchain_bin, tmp_path_factory) -> CliProjec
 
 
 def test_sigkill_in_the_middle_of_the_first_up_then_rerun_converges(project, cluster, spec_doc, gate):
+    """The killed-run rerun of issue 18: the run is killed just after its create of a namespace landed (the
+    engine, frozen at that request, never heard back), so that namespace is in the cluster and not in the
+    state. The rerun, with the program's provider as users get it, must adopt it: the same object (uid),
+    in the state with gpupool's labels, through a provider whose stored config has upsertExistingObjects
+    "true" (tests/e2e/adoption.py says what this can and cannot prove with the toolchain's provider)."""
     up = project.start("up")
     want = max(1, TENANTS // 5)
-    fault_at(gate, up, writes("namespaces", "CREATE"), after=want, what=f"namespace {want + 1} of {TENANTS}")
+    held = fault_at(
+        gate,
+        up,
+        writes("namespaces", "CREATE"),
+        after=want,
+        what=f"namespace {want + 1} of {TENANTS}",
+        land=lambda h: cluster.api("GET", f"/api/v1/namespaces/{h.name}")[0] == 200,
+    )
     assert up.returncode != 0
     assert project.lock_files(), "the killed run left no lock: the fault did not hit an update"
+    recorded = {name for kind, _, name in state_objects(project.export()) if kind == "Namespace"}
+    unrecorded = {n: uid for n, uid in namespace_uids(cluster, tenant_names(spec_doc)).items() if n not in recorded}
+    assert held.name in unrecorded, (held.name, sorted(recorded))
     # Namespaces are created first and fast, so they are no measure of "mid-up"; every tenant object is.
     kinds = "namespaces,resourcequotas,limitranges,rolebindings"
     created = count(cluster, kinds)
     rerun = project.run("up")
     assert "cancelling the dead run's lock" in rerun.stdout, rerun.stdout[-4000:]
     assert_converged(project, cluster, spec_doc, rerun)
+    assert_adopted(project.export(), cluster, unrecorded, project.dir / SPEC)
     assert created < count(cluster, kinds), "the kill came too late: the first up had created everything"
     # The recommended file-backend URL writes no metadata sidecars (nothing there to tear).
     assert not list(project.state.rglob("*.attrs"))

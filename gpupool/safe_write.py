@@ -24,6 +24,7 @@ A refusal is a `Refused` error naming the path; commands report it as exit 1.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -425,15 +426,8 @@ class Directory:
 def write_output(path: str | os.PathLike, data: bytes | str) -> None:
     """Write the output file PATH that the user named (Directory.replace_output), its directory reached with
     no link followed at any component. Refused when PATH names no file (empty, a directory, `..`)."""
-    shown = os.fspath(path)
-    head, _, last = shown.rpartition("/")
-    if not last or last in (".", ".."):
-        raise Refused(shown or "''", "is not a file name")
-    with Directory.open(head or ("/" if shown.startswith("/") else ".")) as d:
-        try:
-            d.replace_output(last, data)
-        except Refused as exc:
-            raise Refused(shown, exc.reason) from None
+    with _named_file(path) as (d, last):
+        d.replace_output(last, data)
 
 
 def read_input(path: str | os.PathLike, limit: int) -> bytes:
@@ -441,18 +435,26 @@ def read_input(path: str | os.PathLike, limit: int) -> bytes:
     link followed at any component (Directory.read): a link planted at that name in a pull request's checkout
     must not publish what it points at (a kubeconfig, /proc/self/environ) in the comment. Refused when
     missing, a link, not a regular file or larger than LIMIT."""
+    with _named_file(path) as (d, last):
+        data = d.read(last, limit)
+    if data is None:
+        raise Refused(os.fspath(path), _REASONS[errno.ENOENT])
+    return data
+
+
+@contextlib.contextmanager
+def _named_file(path: str | os.PathLike) -> Iterator[tuple[Directory, str]]:
+    """The directory of the file PATH that the user named, opened with no link followed at any component,
+    and the file's name in it; a refusal inside names the whole PATH. Refused when PATH names no file."""
     shown = os.fspath(path)
     head, _, last = shown.rpartition("/")
     if not last or last in (".", ".."):
         raise Refused(shown or "''", "is not a file name")
     with Directory.open(head or ("/" if shown.startswith("/") else ".")) as d:
         try:
-            data = d.read(last, limit)
+            yield d, last
         except Refused as exc:
             raise Refused(shown, exc.reason) from None
-    if data is None:
-        raise Refused(shown, _REASONS[errno.ENOENT])
-    return data
 
 
 def refusal(kind: str) -> str:

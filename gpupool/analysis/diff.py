@@ -992,21 +992,21 @@ def reconcile(
             _insert(getattr(base, section), add_b, getattr(head, section)),
             _insert(getattr(head, section), add_a, getattr(base, section)),
         )
-    over_b, over_a = base.oversubscription, head.oversubscription
-    if ga.oversubscription:
-        over_a = over_b
-        unknown.append(Unknown("oversubscription", "oversubscription", "HEAD", "invalid in HEAD"))
-    elif gb.oversubscription:
-        over_b = over_a
-        unknown.append(Unknown("oversubscription", "oversubscription", "BASE", "invalid in BASE"))
-    # A `queueing:` block that did not validate is absent from the model: not "queueing turned off".
-    queue_b, queue_a = base.queueing, head.queueing
-    if ga.queueing:
-        queue_a = queue_b
-        unknown.append(Unknown("queueing", "queueing", "HEAD", "invalid in HEAD"))
-    elif gb.queueing:
-        queue_b = queue_a
-        unknown.append(Unknown("queueing", "queueing", "BASE", "invalid in BASE"))
+
+    def same_where_invalid(block: str, invalid_head: bool, invalid_base: bool) -> tuple[Any, Any]:
+        """BASE's and HEAD's BLOCK, the valid side's on both when one side's did not validate (an invalid
+        `queueing:` block is absent from the model: not "queueing turned off")."""
+        b, a = getattr(base, block), getattr(head, block)
+        if invalid_head:
+            unknown.append(Unknown(block, block, "HEAD", "invalid in HEAD"))
+            return b, b
+        if invalid_base:
+            unknown.append(Unknown(block, block, "BASE", "invalid in BASE"))
+            return a, a
+        return b, a
+
+    over_b, over_a = same_where_invalid("oversubscription", ga.oversubscription, gb.oversubscription)
+    queue_b, queue_a = same_where_invalid("queueing", ga.queueing, gb.queueing)
     base2 = replace(
         base,
         tenants=fields["tenants"][0],

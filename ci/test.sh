@@ -3,13 +3,14 @@
 # the elapsed time against the budget (docs/testing.md).
 #
 #   setup ─┬─ toolchain (Go components, 2 at a time) ─ tools ─ render deps ─┐
-#          └─ lint ─ unit tests (pytest -n 2, not e2e, not needs_tools) ────┴─ e2e + needs_tools tests
+#          └─ lint ─ unit tests (pytest -n 2, not e2e, not needs_tools) ────┴─ e2e + needs_tools tests (-n 2, by module)
 #
 # The Go builds keep about one of the 2 cores busy on average, and lint and the unit tests need nothing
 # they build, so on a fresh machine the two branches overlap; warm, the builds are no-ops.
 #
 # Env: GPUPOOL_TEST_OUT (default out/test: step logs, JUnit XML, the report), GPUPOOL_BUDGET_FRESH_MIN
-# (60) and GPUPOOL_BUDGET_WARM_MIN (15), GPUPOOL_UNIT_WORKERS (2; 0 runs the unit tests in one process),
+# (60) and GPUPOOL_BUDGET_WARM_MIN (15), GPUPOOL_UNIT_WORKERS and GPUPOOL_E2E_WORKERS (2 each; 0 runs that
+# step in one process),
 # PYTEST_ADDOPTS (passed to every pytest run).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -71,7 +72,11 @@ if [ "$build_rc" -ne 0 ]; then
   report; exit 1
 fi
 
-step e2e env "${TOOLS_ENV[@]}" "$PY" -m pytest -q -m "e2e or needs_tools" --junitxml="$OUT/e2e.xml" || rc=1
+# Two workers, one module each at a time (module fixtures: private control planes, one stack through a
+# module); the longest modules go first (tests/e2e/conftest.py). GPUPOOL_E2E_WORKERS=0: one process.
+e2e_workers="${GPUPOOL_E2E_WORKERS:-2}"
+e2e_xdist=(); [ "$e2e_workers" = 0 ] || e2e_xdist=(-n "$e2e_workers" --dist loadfile)
+step e2e env "${TOOLS_ENV[@]}" "$PY" -m pytest -q -m "e2e or needs_tools" "${e2e_xdist[@]}" --junitxml="$OUT/e2e.xml" || rc=1
 
 report
 exit "$rc"

@@ -116,15 +116,22 @@ def _create(cp, ns: str, pod: dict, dry_run: bool = False) -> tuple[int, dict]:
     return cp.api("POST", f"/api/v1/namespaces/{ns}/pods", pod, params=params, **OWNER)
 
 
-@pytest.mark.parametrize(
-    "case,priority_class",
-    [
-        ("system-node-critical", "system-node-critical"),
-        ("system-cluster-critical", "system-cluster-critical"),
-        ("a higher gpupool tier", HIGH),
-        ("an unrelated third-party class", VENDOR_HIGH),
-    ],
-)
+# Test ids are the case alone, not the run's random class names: the xdist workers must collect equal ids.
+ABOVE = [
+    ("system-node-critical", "system-node-critical"),
+    ("system-cluster-critical", "system-cluster-critical"),
+    ("a higher gpupool tier", HIGH),
+    ("an unrelated third-party class", VENDOR_HIGH),
+]
+AT_OR_BELOW = [
+    ("the own tier", MID, 9000),
+    ("a lower tier", LOW, 90),
+    ("a third-party class below the tier", VENDOR_LOW, 10),
+    ("no class", None, 0),
+]
+
+
+@pytest.mark.parametrize("case,priority_class", ABOVE, ids=[c[0] for c in ABOVE])
 def test_the_guard_refuses_every_class_above_the_tier(applied, case, priority_class):
     status, obj = _create(applied, TENANT, _pod(f"above-{priority_class}"[:63], priority_class))
     assert status == 403, (case, status, obj)
@@ -133,15 +140,7 @@ def test_the_guard_refuses_every_class_above_the_tier(applied, case, priority_cl
     assert f"above the tier {MID} (9000)" in message, message
 
 
-@pytest.mark.parametrize(
-    "case,priority_class,priority",
-    [
-        ("the own tier", MID, 9000),
-        ("a lower tier", LOW, 90),
-        ("a third-party class below the tier", VENDOR_LOW, 10),
-        ("no class", None, 0),
-    ],
-)
+@pytest.mark.parametrize("case,priority_class,priority", AT_OR_BELOW, ids=[c[0] for c in AT_OR_BELOW])
 def test_the_guard_admits_the_own_tier_lower_ones_and_no_class(applied, case, priority_class, priority):
     status, obj = _create(applied, TENANT, _pod(f"ok-{priority_class or 'none'}", priority_class))
     assert status == 201, (case, status, obj)

@@ -52,6 +52,8 @@ def pytest_collection_modifyitems(session, config, items):
         return -MODULE_SECONDS.get(path.name, 0) if path.parent.name == "e2e" else 0
 
     items.sort(key=weight)  # stable: every other test keeps its place and order
+
+
 BUILD_SH = REPO / "toolchain" / "build.sh"
 
 

@@ -25,6 +25,7 @@ import pytest
 from .cluster import BINARIES, ControlPlane, ControlPlaneError, _find_kubectl
 
 REPO = Path(__file__).resolve().parents[2]
+BUILD_SH = REPO / "toolchain" / "build.sh"
 
 # The end-to-end step runs in 2 pytest-xdist workers, one module per worker at a time (ci/test.sh:
 # `-n 2 --dist loadfile`), and a worker takes the next module in collection order. Taking the longest
@@ -52,9 +53,6 @@ def pytest_collection_modifyitems(session, config, items):
         return -MODULE_SECONDS.get(path.name, 0) if path.parent.name == "e2e" else 0
 
     items.sort(key=weight)  # stable: every other test keeps its place and order
-
-
-BUILD_SH = REPO / "toolchain" / "build.sh"
 
 
 def _require() -> bool:

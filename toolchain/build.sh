@@ -52,6 +52,7 @@ component kube-apiserver "$KUBERNETES_VERSION" build_kube_apiserver
 component kube-controller-manager "$KUBERNETES_VERSION" build_kube_controller_manager after=kube-apiserver
 component pulumi "$PULUMI_VERSION" build_pulumi
 component pulumi-language-python "$PULUMI_LANGUAGE_PYTHON_VERSION" build_language_python also=pulumi-language-python-exec
+component pulumi-resource-pulumi-python "$PULUMI_VERSION" install_dynamic_python
 component pulumi-resource-kubernetes "$PULUMI_K8S_PROVIDER_VERSION-${PULUMI_K8S_PROVIDER_MODULE_VERSION##*-}" build_provider
 component gofakes3 "$GOFAKES3_VERSION" build_gofakes3
 component prometheus "$PROMETHEUS_VERSION" build_prometheus also=promtool
@@ -151,6 +152,16 @@ build_language_python() { # out
    go get "$p@$v"
    go build -trimpath -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$v" -o "$1" "$p")
   install -m 0755 "$sdk/python/cmd/pulumi-language-python-exec" "$(dirname "$1")/pulumi-language-python-exec"
+}
+
+# The host of Python dynamic providers (the MIG rollout's drain step): a shell script the Pulumi CLI ships next to
+# its binary, where the engine looks for it (sdk/go/common/workspace/plugins.go, IsPluginBundled and the
+# "next to the current executable" lookup). It is sdk/v3's python/dist script of the CLI's own version, from the
+# module zip; nothing to compile.
+install_dynamic_python() { # out
+  local sdk
+  sdk="$(moddir "github.com/pulumi/pulumi/sdk/v3@v$PULUMI_VERSION")"
+  install -m 0755 "$sdk/python/dist/pulumi-resource-pulumi-python" "$1"
 }
 
 build_provider() { # out

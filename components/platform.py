@@ -38,7 +38,7 @@ from .gpu_operator import GpuOperator
 from .k8s_objects import Registry, legacy_urn
 from .monitoring import Monitoring
 from .node_pool import NodePool
-from .provider import ProviderSettingsError, checked, kubernetes_provider
+from .provider import ProviderSettingsError, checked, connection, kubernetes_provider
 from .queueing import Queueing
 from .tenancy import Tenant
 from .tiers import PriorityTiers
@@ -231,6 +231,8 @@ class GpuPlatform(pulumi.ComponentResource):
                     plan.node_group_labels.get(pool.name),
                     registry,
                     opts_for(f"pool-{pool.name}", NodePool.TYPE),
+                    drains=plan.drains.get(pool.name),
+                    connection=connection(provider),
                 )
             PriorityTiers(f"{name}-tiers", parts.get("tiers", []), registry, opts_for("tiers", PriorityTiers.TYPE))
             if parts.get("monitoring"):

@@ -44,6 +44,9 @@ REQUIRED: dict[str, tuple[bool, str, str]] = {
     ),
 }
 _made: weakref.WeakSet[pulumi.ProviderResource] = weakref.WeakSet()
+# provider -> (kubeconfig, context) it was given: the MIG rollout's drain step (components/drain_step.py) talks
+# to the same cluster outside the provider.
+_connection: weakref.WeakKeyDictionary[pulumi.ProviderResource, tuple[Any, Any]] = weakref.WeakKeyDictionary()
 
 
 class ProviderSettingsError(ValueError):
@@ -72,7 +75,13 @@ def kubernetes_provider(name: str = "k8s", **user: Any) -> k8s.Provider:
     """A k8s.Provider with the user's arguments (kubeconfig, context, opts, ...) plus what gpupool needs."""
     provider = k8s.Provider(name, **settings(**user))
     _made.add(provider)
+    _connection[provider] = (user.get("kubeconfig"), user.get("context"))
     return provider
+
+
+def connection(provider: pulumi.ProviderResource) -> tuple[Any, Any]:
+    """The kubeconfig (a path or its contents, or None: the ambient one) and context PROVIDER was made with."""
+    return _connection.get(provider, (None, None))
 
 
 def checked(provider: pulumi.ProviderResource) -> pulumi.ProviderResource:

@@ -131,7 +131,7 @@ def test_mig_relayout_names_tenants_tiers_and_worst_case(base, tmp_path, capsys)
     code, md, verdict, alerts = _md(capsys, base, head)
     assert "evicts GPU workloads on 2 nodes" in verdict
     assert "affected: 2 tenants (inference, notebooks), tiers production, standard" in alerts
-    assert "worst case 2 × 2 × 1,800 s = 2 h" in md
+    assert "worst case 2 × (2 × 1,800 s + 300 s) = 2.2 h" in md, md
     assert "**  rollout" not in md and "- **  " not in md  # no literal ** around the detail lines
 
 

@@ -48,7 +48,10 @@ def test_each_node_is_cordoned_relabelled_checked_and_uncordoned_in_order():
     # Wave 2 starts after every node of wave 1 finished (uncordoned).
     assert cordon.depends_on == ("pool-a100.n1_uncordon", "pool-a100.n2_uncordon")
     ready = objs[f"{base}_mig-ready"]
-    assert ready.depends_on == (cordon.name,) and mig.depends_on == (ready.name,) and check.depends_on == (mig.name,)
+    # Between the ready wait and the relabel, the drain step (not a node object: it is in plan.drains).
+    assert (
+        ready.depends_on == (cordon.name,) and mig.depends_on == (f"{base}_drain",) and check.depends_on == (mig.name,)
+    )
     assert ready.wait_for == rollout.ready("a100-80gb-all-balanced") and ready.timeout_seconds == 600
     assert uncordon.depends_on == (check.name,)
     assert objs["pool-a100.n1_cordon"].depends_on == ("mig-config",)
@@ -149,3 +152,19 @@ def test_diff_shows_the_rollout_of_the_nodes_that_change_and_new_nodes_apart():
     text = "\n".join(x for sentence, detail in _mig_lines(diffmod.compute(base, head)) for x in [sentence, *detail])
     assert "rollout: 2 waves of at most 2 nodes unavailable at once" in text and "n1, n2 → n3, n4" in text
     assert "new node n5: labelled at once, no wait" in text
+
+
+def test_a_drain_sits_between_ready_and_relabel_only_with_cordon_and_drain_and_is_never_rendered():
+    """Step 1c: a drain record per node, kept out of plan.objects (so out of the render); without the cordon
+    (the evicted pods would come straight back) or with `drain: false` the relabel follows the ready wait."""
+    plan = manifests.build(_spec(max_unavailable=2, drain_timeout_seconds=45))
+    drains = {d.node: d for d in plan.drains["a100"]}
+    assert list(drains) == list(NODES)
+    d3 = drains["n3"]
+    assert d3 == rollout.Drain("pool-a100.n3_drain", "n3", "a100-80gb-all-balanced", ("pool-a100.n3_mig-ready",), 45)
+    assert not [o for o in plan.objects if o.name.endswith("_drain")]
+    for off in ({"cordon": False}, {"drain": False}):
+        plan = manifests.build(_spec(max_unavailable=2, **off))
+        assert not plan.drains, off
+        objs = {o.name: o for o in plan.objects}
+        assert objs["pool-a100.n3_mig"].depends_on == ("pool-a100.n3_mig-ready",), off

@@ -197,6 +197,7 @@ class MigChange:
     at_once: int = 0
     cordon: bool = False
     node_timeout_seconds: int = 0
+    drain_timeout_seconds: int = 0  # 0: the pool does not drain before the relabel
     tenants: tuple[str, ...] = ()  # tenants granted a resource this pool supplies (before or after): evicted
     tiers: tuple[str, ...] = ()  # their tiers
 
@@ -213,8 +214,8 @@ class MigChange:
     @property
     def worst_case_seconds(self) -> int:
         """Each wave waits at most the node timeout twice before the next starts: for its MIG Manager to restart
-        with the new config (gpupool.k8s.rollout step 1b), then for its success."""
-        return len(self.waves) * 2 * self.node_timeout_seconds
+        with the new config (gpupool.k8s.rollout step 1b), then for its success; and the drain timeout between."""
+        return len(self.waves) * (2 * self.node_timeout_seconds + self.drain_timeout_seconds)
 
 
 @dataclass(frozen=True)
@@ -683,6 +684,7 @@ def mig_changes(
                     max((len(w) for w in rolled), default=0),
                     pool.rollout.cordon,
                     pool.rollout.node_timeout_seconds,
+                    pool.rollout.drain_timeout_seconds if pool.rollout.drains else 0,
                 )
             )
         else:

@@ -251,6 +251,7 @@ class RolloutLine:
     node_timeout_seconds: int
     waves: tuple[tuple[str, ...], ...]  # named nodes in order; empty for a selector-based pool
     node_selector: dict[str, str]
+    drain_timeout_seconds: int = 0  # 0: the pool does not drain (rollout.drain off, or no cordon)
 
 
 @dataclass(frozen=True)
@@ -485,6 +486,7 @@ def rollouts(spec: m.Spec) -> tuple[RolloutLine, ...]:
                 r.node_timeout_seconds,
                 tuple(rollout.waves(pool)),
                 dict(pool.node_selector),
+                r.drain_timeout_seconds if r.drains else 0,
             )
         )
     return tuple(out)
@@ -637,6 +639,8 @@ def to_json(plan: CapacityPlan) -> dict:
                 "unavailableAtOnce": r.at_once,
                 "cordon": r.cordon,
                 "nodeTimeoutSeconds": r.node_timeout_seconds,
+                "drain": bool(r.drain_timeout_seconds),
+                "drainTimeoutSeconds": r.drain_timeout_seconds,
                 "waves": [list(w) for w in r.waves],
                 "nodeSelector": dict(r.node_selector),
             }

@@ -123,6 +123,9 @@ class Plan:
     mig_configs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # config name -> mig-parted entries
     plugin_configs: dict[str, dict[str, Any]] = field(default_factory=dict)  # ConfigMap key -> device-plugin config
     queues: QueueObjects | None = None  # the Kueue objects and the queue model they come from (with `queueing:`)
+    # pool name -> the drain steps of its MIG rollout (gpupool.k8s.rollout step 1c): registered by the NodePool
+    # component, never rendered (no object of the cluster holds them).
+    drains: dict[str, list[rollout.Drain]] = field(default_factory=dict)
 
     def by_component(self) -> dict[str, list[Desired]]:
         out: dict[str, list[Desired]] = {}
@@ -684,7 +687,11 @@ def build(spec: m.Spec) -> Plan:
         chains = rollout.chain(pool, mig_by_pool[pool.name], ("mig-config",)) if pool.name in mig_by_pool else {}
         own = {k: v for k, v in labels.items() if not (chains and k == LABEL_MIG_CONFIG)}
         for node in pool.nodes:
-            for step in chains.get(node, ()):
+            for item in chains.get(node, ()):
+                if isinstance(item, rollout.Drain):
+                    plan.drains.setdefault(pool.name, []).append(item)
+                    continue
+                step = item
                 plan.objects.append(
                     Desired(
                         comp,

@@ -19,6 +19,12 @@ node of a MIG-capable pool gpupool registers, in this order:
    Manager restarted after the arm (state success or failed). Relabelling earlier would let the old pod assert
    the new name against its old file ("selected mig-config not present": failed), or let the restarting
    pod's start-up run write a stale `success` for the old config after step 2's `pending`.
+1c. `<node>-drain` (with cordon and drain on): not a node patch but a step of its own (a Pulumi dynamic
+   resource, components/drain_step.py) that evicts the node's GPU pods through the Eviction API, budgets
+   respected, and waits until they are gone (gpupool.k8s.drain). NVIDIA requires that no workload runs on GPUs
+   being reconfigured; MIG Manager pauses only the operator's own clients. It drains only when the node's config
+   changes, by done()'s rule, and a pod still there at `drainTimeoutSeconds` fails it: the relabel never runs,
+   the node stays cordoned with its old config. It is not in the render (kubectl has nothing to apply for it).
 2. `<node>-mig`: the `nvidia.com/mig.config` label and, in the same server-side apply, `mig.config.state:
    pending`. Writing pending together with the new config closes the stale-success race: the previous
    layout's `success` is gone before anything waits (observed on this toolchain: without it the wait passed
@@ -161,6 +167,7 @@ def names(pool: m.NodePool, node: str) -> dict[str, str]:
         ("arm", "mig-arm"),
         ("cordon", "cordon"),
         ("ready", "mig-ready"),
+        ("drain", "drain"),
         ("mig", "mig"),
         ("check", "mig-check"),
         ("uncordon", "uncordon"),
@@ -168,6 +175,8 @@ def names(pool: m.NodePool, node: str) -> dict[str, str]:
     out = {step: bounded(f"{base}_{suffix}") for step, suffix in steps}
     if not pool.rollout.cordon:
         del out["cordon"], out["uncordon"]
+    if not pool.rollout.drains:
+        del out["drain"]
     return out
 
 
@@ -200,6 +209,16 @@ class Step(NamedTuple):
     field_manager: str | None = None  # CORDON_MANAGER for cordon and uncordon
 
 
+class Drain(NamedTuple):
+    """Step 1c: evict NODE's GPU pods before the relabel to CONFIG (components/drain_step.py registers it)."""
+
+    name: str  # Pulumi name
+    node: str
+    config: str  # the target MIG config: the step runs again exactly when it changes
+    depends_on: tuple[str, ...]
+    timeout_seconds: int
+
+
 IGNORE_STATE = f'metadata.labels["{LABEL_STATE}"]'
 IGNORE_CORDON = "spec.unschedulable"
 
@@ -215,17 +234,17 @@ def arm(pool: m.NodePool, node: str, config_hash: str) -> Step:
     )
 
 
-def chain(pool: m.NodePool, config: str, after: tuple[str, ...]) -> dict[str, list[Step]]:
+def chain(pool: m.NodePool, config: str, after: tuple[str, ...]) -> dict[str, list[Step | Drain]]:
     """node -> its steps 1-4, in order, for the pool's named nodes, waves chained (step 0 is arm()). `after`:
     what the first wave waits for (the MIG ConfigMap). The waitFor expressions are Pulumi's: the component
     puts them into the `pulumi.com/waitFor` annotation, the rendered YAML only names them in a comment."""
-    out: dict[str, list[Step]] = {}
+    out: dict[str, list[Step | Drain]] = {}
     previous = after
     for wave in waves(pool):
         ends = []
         for node in wave:
             n = names(pool, node)
-            steps: list[Step] = []
+            steps: list[Step | Drain] = []
             deps = previous
             if "cordon" in n:
                 steps.append(
@@ -248,6 +267,9 @@ def chain(pool: m.NodePool, config: str, after: tuple[str, ...]) -> dict[str, li
                 )
             )
             deps = (n["ready"],)
+            if "drain" in n:
+                steps.append(Drain(n["drain"], node, config, deps, pool.rollout.drain_timeout_seconds))
+                deps = (n["drain"],)
             steps.append(
                 Step(
                     n["mig"],

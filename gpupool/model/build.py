@@ -342,6 +342,8 @@ class _Builder:
             raw.get("maxUnavailable", base.max_unavailable),
             raw.get("cordon", base.cordon),
             raw.get("nodeTimeoutSeconds", base.node_timeout_seconds),
+            raw.get("drain", base.drain),
+            raw.get("drainTimeoutSeconds", base.drain_timeout_seconds),
         )
 
     def sharing(self, path: tuple, raw: dict, model, gpus_per_node: int, cluster: m.Cluster | None) -> m.Sharing | None:

@@ -135,6 +135,13 @@ class Rollout:
     max_unavailable: int = 1  # nodes reconfigured at once
     cordon: bool = True  # cordon each node while mig-manager reconfigures it, uncordon after success
     node_timeout_seconds: int = 1800  # how long one node may take to report success
+    drain: bool = True  # evict the node's GPU pods (Eviction API) after the cordon, before the relabel
+    drain_timeout_seconds: int = 300  # how long a drain may wait for evictions and budgets
+
+    @property
+    def drains(self) -> bool:
+        """Draining needs the cordon: without it, the evicted pods' controllers put them straight back."""
+        return self.cordon and self.drain
 
 
 @dataclass(frozen=True)

@@ -237,11 +237,19 @@ def _mig_lines(d) -> list[tuple[str, list[str]]]:
         detail = []
         if c.waves:
             cordon = "cordoned, " if c.cordon else ""
+            if c.drain_timeout_seconds:
+                cordon += (
+                    f"its GPU pods evicted (PodDisruptionBudgets respected; one not gone within "
+                    f"{c.drain_timeout_seconds:,} s stops the rollout), "
+                )
+            per_wave = f"2 × {c.node_timeout_seconds:,} s"
+            if c.drain_timeout_seconds:
+                per_wave = f"({per_wave} + {c.drain_timeout_seconds:,} s)"
             detail.append(
                 f"rollout: {_plural(len(c.waves), 'wave')} of at most {_plural(c.at_once, 'node')} unavailable at "
                 f"once ({cordon}each waits for its MIG Manager to restart with the new config, then for "
                 f"nvidia.com/mig.config.state=success, each at most {c.node_timeout_seconds:,} s; a failed node "
-                f"stops the rollout); worst case {len(c.waves):,} × 2 × {c.node_timeout_seconds:,} s = "
+                f"stops the rollout); worst case {len(c.waves):,} × {per_wave} = "
                 f"{_duration(c.worst_case_seconds)}: "
                 + " → ".join(", ".join(w) for w in c.waves[:10])
                 + (f" → … {len(c.waves) - 10:,} more waves" if len(c.waves) > 10 else "")

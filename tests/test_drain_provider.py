@@ -76,3 +76,85 @@ def test_an_exec_plugin_supplies_the_token_as_client_go_runs_it(tmp_path):
     plugin.write_text("raise SystemExit(3)\n")
     with pytest.raises(kubeclient.KubeconfigError, match="exited 3"):
         kubeclient.Client(text)
+
+
+UNREACHABLE = (
+    "apiVersion: v1\nkind: Config\ncurrent-context: a\n"
+    # Port 9 (discard) on loopback: nothing listens there in a test sandbox, so the connection is refused at once.
+    "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:9', insecure-skip-tls-verify: true}}]\n"
+    "users: [{name: u, user: {token: t}}]\ncontexts: [{name: a, context: {cluster: c, user: u}}]\n"
+)
+PROPS = {"node": "gpu-1", "config": "new", "kubeconfig": UNREACHABLE, "context": "", "timeoutSeconds": 5}
+
+
+class _Context:
+    """The grpc servicer context the dynamic host hands its methods: abort() records what the engine would show."""
+
+    details = ""
+
+    def abort(self, _code, details):
+        self.details = details
+
+
+def _sent(run) -> str:
+    """What the engine receives when create fails, through the host's own wrapper (pulumi/dynamic/__main__.py
+    `_abort_with_traceback`, which sends traceback.format_exc()). Importing that module would start the host's
+    server, so the wrapper is read from its source and run as is."""
+    import ast
+    import importlib.util
+    import textwrap
+
+    source = open(importlib.util.find_spec("pulumi.dynamic").submodule_search_locations[0] + "/__main__.py").read()
+    node = next(
+        n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "_abort_with_traceback"
+    )
+    scope: dict = {}
+    exec(
+        compile("import grpc, traceback\n" + textwrap.dedent(ast.get_source_segment(source, node)), "host", "exec"),
+        scope,
+    )
+    context = _Context()
+    scope["_abort_with_traceback"](lambda _self, _req, _ctx: run())(None, None, context)
+    return context.details
+
+
+@pytest.fixture(autouse=True)
+def _no_traceback_limit(monkeypatch):
+    # Absent during the test and absent again after it, whatever create set: a limit left behind would also empty
+    # the Pulumi SDK's own stack walk (pulumi/runtime/resource.py, _get_stack_trace) in later tests.
+    import sys
+
+    monkeypatch.setattr(sys, "tracebacklimit", 0, raising=False)
+    monkeypatch.delattr(sys, "tracebacklimit")
+
+
+def test_an_unreachable_api_server_fails_the_step_in_one_line_not_a_traceback():
+    sent = _sent(lambda: d.DrainProvider().create(dict(PROPS)))
+    assert sent.startswith("gpupool.k8s.kubeclient.KubeAPIError: GET https://127.0.0.1:9/api/v1/nodes/gpu-1: "), sent
+    assert "Traceback" not in sent and len(sent.strip().splitlines()) == 1, sent
+
+
+def test_a_blocked_drain_is_sent_as_its_message_and_a_bug_keeps_its_traceback(monkeypatch):
+    from gpupool.k8s import drain
+
+    def blocked(_self, _props):
+        raise drain.DrainError("pod t/p cannot be evicted within 5s: PodDisruptionBudget t/b allows no disruption")
+
+    def bug(_self, _props):
+        raise KeyError("spec")
+
+    monkeypatch.setattr(d.DrainProvider, "_drain", blocked)
+    sent = _sent(lambda: d.DrainProvider().create(dict(PROPS)))
+    assert sent == (
+        "gpupool.k8s.drain.DrainError: pod t/p cannot be evicted within 5s: PodDisruptionBudget t/b allows no disruption\n"
+    )
+    # Later in the same process (the host serves every step of the run), a bug is still sent with its traceback.
+    monkeypatch.setattr(d.DrainProvider, "_drain", bug)
+    sent = _sent(lambda: d.DrainProvider().update("gpu-1", {}, dict(PROPS)))
+    assert sent.startswith("Traceback (most recent call last):") and "in bug" in sent, sent
+
+
+def test_the_limit_does_not_outlive_the_test():
+    import sys
+
+    assert not hasattr(sys, "tracebacklimit")  # runs after the tests above in this module's order

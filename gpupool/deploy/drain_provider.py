@@ -12,10 +12,14 @@ empty: $KUBECONFIG or ~/.kube/config and its current context, as the provider do
 - like rollout.done(), the drain itself does nothing when the node's `mig-config-checked` record is missing or
   equals the config, or its `nvidia.com/mig.config` already is the config: nothing is reconfigured;
 - a DrainError fails the step: the relabel after it never runs, the node stays cordoned with its old label.
+  The engine shows what the host sends on a failure, `traceback.format_exc()` (pulumi/dynamic/__main__.py,
+  `_abort_with_traceback`), which honours `sys.tracebacklimit`: an error meant for the operator (a blocked
+  eviction, an unreachable API server, a kubeconfig it cannot use) is sent as its one line, not a traceback.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
@@ -37,6 +41,22 @@ class DrainProvider(ResourceProvider):
         return DiffResult(changes=any(olds.get(k) != news.get(k) for k in DIFF_KEYS))
 
     def _run(self, props: dict[str, Any]) -> dict[str, Any]:
+        from gpupool.k8s import drain, kubeclient
+
+        try:
+            return self._drain(props)
+        except (drain.DrainError, kubeclient.KubeAPIError, kubeclient.KubeconfigError):
+            # Only ever in the provider host's own process (create/update run nowhere else), never in the
+            # program's: there the SDK's stack walk (pulumi/runtime/resource.py, _get_stack_trace) honours it too.
+            sys.tracebacklimit = 0
+            raise
+        except Exception:
+            # A bug keeps its traceback, even after an earlier drain error in this process.
+            if getattr(sys, "tracebacklimit", None) == 0:
+                del sys.tracebacklimit
+            raise
+
+    def _drain(self, props: dict[str, Any]) -> dict[str, Any]:
         from urllib.parse import quote
 
         from gpupool.k8s import drain, kubeclient

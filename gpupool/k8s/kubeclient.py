@@ -27,6 +27,10 @@ import yaml
 from gpupool import safe_write
 
 
+class KubeAPIError(OSError):
+    """The API server could not be reached (refused, unresolvable, timed out): said in one line, not a traceback."""
+
+
 class KubeconfigError(ValueError):
     """The kubeconfig cannot be used by the drain's client."""
 
@@ -106,6 +110,9 @@ class Client:
                 return resp.status, _json(resp.read())
         except urllib.error.HTTPError as err:
             return err.code, _json(err.read())
+        except (urllib.error.URLError, OSError) as err:  # HTTPError (an answer) is a URLError: caught above
+            reason = getattr(err, "reason", None) or err
+            raise KubeAPIError(f"{method} {self.server}{path.split('?')[0]}: {reason}") from None
 
 
 def exec_credential(spec: dict[str, Any], context: str) -> dict[str, str]:

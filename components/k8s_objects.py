@@ -136,7 +136,10 @@ class Registry:
     def depends(self, obj: Desired | Chart) -> list[pulumi.Resource]:
         return [self.resources[name] for name in obj.depends_on if name in self.resources]
 
-    def register(self, obj: Desired, parent: pulumi.Resource) -> pulumi.Resource:
+    def register(
+        self, obj: Desired, parent: pulumi.Resource, annotations: dict[str, pulumi.Input[str]] | None = None
+    ) -> pulumi.Resource:
+        """ANNOTATIONS: values (outputs of other resources) in place of the rendered ones under those keys."""
         key = (obj.manifest["apiVersion"], obj.manifest["kind"], obj.patch)
         if key in _CUSTOM:  # a CRD's object: apiVersion and kind are inputs of CustomResource
             cls: Callable = k8s.apiextensions.CustomResource
@@ -144,6 +147,9 @@ class Registry:
         else:
             cls = _resource_class(*key)
             kwargs = {_snake(k): v for k, v in pulumi_inputs(obj).items() if k not in ("apiVersion", "kind")}
+        if annotations:  # shallow copies: the manifest stays as rendered
+            meta = kwargs["metadata"]
+            kwargs["metadata"] = {**meta, "annotations": {**meta.get("annotations", {}), **annotations}}
         timeouts = None
         if obj.timeout_seconds:
             t = f"{obj.timeout_seconds}s"

@@ -13,6 +13,13 @@ class CollectingMocks(pulumi.runtime.Mocks):
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         self.created.append(args)
+        if args.typ == "pulumi-python:dynamic/gpupool:TierPriority":
+            # Its outputs as in `up` (the provider is pure); in a real preview that changes a tier's priority they
+            # are unknown (gpupool.deploy.tier_priority_provider says why).
+            from gpupool.deploy.tier_priority_provider import TierPriorityProvider
+
+            created = TierPriorityProvider().create(dict(args.inputs))
+            return created.id, dict(created.outs or {})
         return (f"{args.name}-id" if args.custom else None), dict(args.inputs)
 
     def call(self, args: pulumi.runtime.MockCallArgs):

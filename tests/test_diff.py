@@ -179,7 +179,7 @@ def test_a_tier_priority_edit_replaces_its_priority_class_and_says_what_that_mea
     line = next(x for x in out.splitlines() if "tier-standard.yaml" in x)
     assert "value: 100 → 200" in line and "REPLACED (the field is immutable" in line, line
     assert "running pods keep their old priority until they are re-created" in line
-    assert "kubectl replace --force -f" in line and "`gpupool stacks up`" in line
+    assert "kubectl replace --force -f" in line and "`pulumi up` deletes and creates it" in line
     code, text, _ = run(capsys, base, head, "-o", "json")
     (obj,) = [o for o in json.loads(text)["objects"] if o["file"] == "tier-standard.yaml"]
     assert obj["replaced"] is True

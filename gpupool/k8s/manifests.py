@@ -44,6 +44,13 @@ HASH_ENV_PLUGIN = "GPUPOOL_DEVICE_PLUGIN_CONFIG_HASH"
 HASH_ENV_MIG = "GPUPOOL_MIG_CONFIG_HASH"
 ALWAYS_QUOTED = (m.GPU,)  # resource names every tenant quota lists, advertised or not
 PRIORITY_IMMUTABLE = ("value", "preemptionPolicy")  # a PriorityClass's fields the API server never updates
+# On each tier's PriorityClass: its value and preemption policy. In Pulumi it comes from a record resource whose
+# output is unknown in a preview that changes them, so the replacement previews (gpupool.deploy.tier_priority_provider).
+ANNOTATION_TIER_PRIORITY = "gpupool.dev/tier-priority"
+
+
+def priority_revision(value: int, preemption_policy: str) -> str:
+    return f"{value} {preemption_policy}"
 
 
 @dataclass(frozen=True)
@@ -726,14 +733,18 @@ def build(spec: m.Spec) -> Plan:
         obj = {
             "apiVersion": "scheduling.k8s.io/v1",
             "kind": "PriorityClass",
-            "metadata": {"name": tier.name, "labels": {**MANAGED_BY, LABEL_TIER: tier.name}},
+            "metadata": {
+                "name": tier.name,
+                "labels": {**MANAGED_BY, LABEL_TIER: tier.name},
+                "annotations": {ANNOTATION_TIER_PRIORITY: priority_revision(tier.priority, tier.preemption_policy)},
+            },
             "value": tier.priority,
             "preemptionPolicy": tier.preemption_policy,
         }
         if tier.description:
             obj["description"] = tier.description
         # value and preemptionPolicy are immutable (kubernetes pkg/apis/scheduling/validation/validation.go,
-        # ValidatePriorityClassUpdate), and pulumi-kubernetes updates a PriorityClass in place.
+        # ValidatePriorityClassUpdate), and pulumi-kubernetes updates a PriorityClass in place: replace it.
         plan.objects.append(Desired("tiers", f"tier-{tier.name}", obj, replace_on_changes=PRIORITY_IMMUTABLE))
     kq = queue_objects(spec)
     plan.queues = kq

@@ -20,6 +20,7 @@ OUT="${GPUPOOL_TEST_OUT:-out/test}"
 rm -rf "$OUT"; mkdir -p "$OUT"
 STEPS="$OUT/steps.tsv"
 T_START=$(date +%s)
+head -1 /proc/stat > "$OUT/cpu.start" 2>/dev/null || true  # the report prints the CPU shares (steal) of the run
 say() { echo "[make test] $*" >&2; }
 
 # step NAME CMD...: run CMD, append "NAME<TAB>seconds<TAB>rc" to STEPS; returns CMD's status.
@@ -32,7 +33,7 @@ step() {
 }
 
 report() {
-  "$PY" ci/test_report.py --steps "$STEPS" --junit "$OUT"/*.xml --start "$T_START" --fresh "$FRESH" \
+  "$PY" ci/test_report.py --steps "$STEPS" --junit "$OUT"/*.xml --start "$T_START" --fresh "$FRESH" --cpu-start "$OUT/cpu.start" \
     --budget-fresh "${GPUPOOL_BUDGET_FRESH_MIN:-60}" --budget-warm "${GPUPOOL_BUDGET_WARM_MIN:-15}" \
     || say "(no report: ci/test_report.py failed)"
 }

@@ -1,7 +1,8 @@
 """The end of `make test` (ci/test.sh): each step's time, the slowest tests, and the elapsed time against the
 budget. A check that prints, never a timed assertion: an over-budget run says so and keeps its exit status.
 
-    python ci/test_report.py --steps out/test/steps.tsv --junit out/test/*.xml --start EPOCH --fresh 0|1
+    python ci/test_report.py --steps out/test/steps.tsv --junit out/test/*.xml --start EPOCH --fresh 0|1 \
+        [--cpu-start out/test/cpu.start]      # the `cpu` line of /proc/stat when the run started
     python ci/test_report.py --junit out/test/*.xml --modules     # the suite by module (docs/testing.md)
 
 Test times are JUnit's (setup + call + teardown), so a module-scoped fixture counts in its first test.
@@ -15,6 +16,30 @@ import time
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
+
+CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+# Above this share of steal the host gave a good part of the 2 cores to other machines: the run's times are not
+# those of 2 dedicated cores (docs/testing.md, "Why warm run 3 is over the 15 minutes").
+STEAL_NOTICE = 10.0
+
+
+def cpu_shares(before: str, after: str) -> dict[str, float]:
+    """Percent of CPU time per state between two `cpu` lines of /proc/stat (proc(5): user nice system idle
+    iowait irq softirq steal ..., in clock ticks, over all CPUs)."""
+    a = [int(x) for x in before.split()[1 : 1 + len(CPU_FIELDS)]]
+    b = [int(x) for x in after.split()[1 : 1 + len(CPU_FIELDS)]]
+    delta = [y - x for x, y in zip(a, b, strict=True)]
+    total = sum(delta) or 1
+    return {name: 100.0 * d / total for name, d in zip(CPU_FIELDS, delta, strict=True)}
+
+
+def cpu_line(before: str, after: str) -> str:
+    shares = cpu_shares(before, after)
+    shown = ", ".join(f"{n} {shares[n]:.0f}%" for n in ("user", "system", "idle", "iowait", "steal"))
+    note = ""
+    if shares["steal"] >= STEAL_NOTICE:
+        note = " (steal: CPU time the host gave to other machines; this run's times are longer than on 2 own cores)"
+    return f"[make test] CPU over the run: {shown}{note}"
 
 
 def minutes(secs: float) -> str:
@@ -67,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh", type=int, choices=(0, 1), default=0, help="1: the run had toolchain builds to do")
     ap.add_argument("--budget-fresh", type=float, default=60.0, help="minutes")
     ap.add_argument("--budget-warm", type=float, default=15.0, help="minutes")
+    ap.add_argument("--cpu-start", type=Path, help="the `cpu` line of /proc/stat saved when the run started")
+    ap.add_argument("--cpu-now", type=Path, default=Path("/proc/stat"), help=argparse.SUPPRESS)  # tests
     ap.add_argument("--slowest", type=int, default=25)
     ap.add_argument("--modules", action="store_true", help="print the suite by module as a Markdown table")
     args = ap.parse_args(argv)
@@ -94,6 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         kind = "fresh machine: toolchain built in this run" if args.fresh else "warm: toolchain cached"
         verdict = "within budget" if elapsed <= budget * 60 else f"OVER BUDGET by {minutes(elapsed - budget * 60)}"
         print(f"\n[make test] elapsed {minutes(elapsed)} of the {budget:g}-minute budget ({kind}): {verdict}")
+        if args.cpu_start is not None and args.cpu_start.is_file() and args.cpu_now.is_file():
+            try:
+                print(cpu_line(args.cpu_start.read_text(), args.cpu_now.read_text().splitlines()[0]))
+            except (ValueError, IndexError):  # not a Linux /proc/stat: say nothing rather than guess
+                pass
         if elapsed > budget * 60:
             print("[make test] see docs/testing.md, 'Keeping the budget'", file=sys.stderr)
     return 0

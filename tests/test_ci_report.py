@@ -51,3 +51,20 @@ def test_the_suite_by_module(tmp_path):
     assert p.returncode == 0, p.stderr
     rows = [line for line in p.stdout.splitlines() if line.startswith("| tests/")]
     assert rows == ["| tests/test_a.py | 2 | 0m42s |", "| tests/e2e/test_b.py | 2 | 0m07s |"], p.stdout
+
+
+def test_the_cpu_shares_of_the_run_and_a_note_when_the_host_took_much_of_it(tmp_path):
+    """The figures of the 0c6e3e8 fault-module run in docs/testing.md: 22 % steal."""
+    start = tmp_path / "cpu.start"
+    now = tmp_path / "stat"
+    start.write_text("cpu  745845 606 108849 205874 5001 0 4273 33270 0 0\n")
+    # + user 41,300, system 9,100, idle 26,300, iowait 500, softirq 600, steal 22,200 ticks (100,000 in all)
+    now.write_text("cpu  787145 606 117949 232174 5501 0 4873 55470 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n")
+    p = run(tmp_path, "--start", str(time.time() - 60), "--cpu-start", str(start), "--cpu-now", str(now))
+    line = next(x for x in p.stdout.splitlines() if "CPU over the run" in x)
+    assert "user 41%, system 9%, idle 26%, iowait 0%, steal 22%" in line, line
+    assert "CPU time the host gave to other machines" in line
+    now.write_text("cpu  787145 606 117949 232174 5501 0 4873 33270 0 0\n")  # the same without steal
+    quiet = run(tmp_path, "--start", str(time.time() - 60), "--cpu-start", str(start), "--cpu-now", str(now))
+    line = next(x for x in quiet.stdout.splitlines() if "CPU over the run" in x)
+    assert "steal 0%" in line and "other machines" not in line, line

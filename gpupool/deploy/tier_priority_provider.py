@@ -23,14 +23,12 @@ from typing import Any
 
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
 
-from gpupool.k8s.manifests import priority_revision
-
-DIFF_KEYS = ("value", "preemptionPolicy")
+from gpupool.k8s.manifests import PRIORITY_IMMUTABLE, priority_revision
 
 
 class TierPriorityProvider(ResourceProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in DIFF_KEYS))
+        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in PRIORITY_IMMUTABLE))
 
     @staticmethod
     def _outs(props: dict[str, Any]) -> dict[str, Any]:

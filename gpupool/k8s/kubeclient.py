@@ -110,7 +110,7 @@ class Client:
                 return resp.status, _json(resp.read())
         except urllib.error.HTTPError as err:
             return err.code, _json(err.read())
-        except (urllib.error.URLError, OSError) as err:  # HTTPError (an answer) is a URLError: caught above
+        except OSError as err:  # URLError and timeouts; HTTPError (an answer, also an OSError) is caught above
             reason = getattr(err, "reason", None) or err
             raise KubeAPIError(f"{method} {self.server}{path.split('?')[0]}: {reason}") from None
 

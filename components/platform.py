@@ -33,6 +33,7 @@ from gpupool.k8s import kueue, manifests
 from gpupool.model import platform as m
 from gpupool.model import sharding
 
+from . import live_mig_configs
 from .gpu_config import DevicePluginConfig, MigConfig
 from .gpu_operator import GpuOperator
 from .k8s_objects import Registry, legacy_urn
@@ -59,6 +60,8 @@ class GpuPlatformArgs:
     keep_tenants: the release pass of a tenant move registers only these of its tenants (gpupool stacks).
     legacy_urns: alias every resource to gpupool 0.1's URNs (see the module docstring).
     kubeconfig, context: for the provider gpupool creates when opts gives none.
+    keep_mig_configs_in_use: read the cluster's nodes before registering and keep in the MIG ConfigMap the old
+        configs they still carry (components/live_mig_configs.py); False writes the spec's configs only.
     """
 
     spec: str | Path | m.Spec
@@ -69,6 +72,7 @@ class GpuPlatformArgs:
     legacy_urns: bool = False
     kubeconfig: str | None = None
     context: str | None = None
+    keep_mig_configs_in_use: bool = True
 
     @classmethod
     def from_config(cls, config: pulumi.Config | None = None, *, legacy_urns: bool = False) -> GpuPlatformArgs:
@@ -91,6 +95,7 @@ class GpuPlatformArgs:
             legacy_urns=legacy_urns,
             kubeconfig=config.get("kubeconfig") or None,
             context=config.get("context") or None,
+            keep_mig_configs_in_use=config.get_bool("keepMigConfigsInUse") is not False,
         )
 
 
@@ -187,7 +192,8 @@ class GpuPlatform(pulumi.ComponentResource):
             )
         self.provider = provider
 
-        plan = manifests.build(spec)
+        in_use = args.keep_mig_configs_in_use and role.platform
+        plan = manifests.build(spec, live_mig_configs.kept(spec, connection(provider)) if in_use else None)
         parts = plan.by_component()
         registry = Registry(prefix=f"{name}-", legacy=legacy)
         child = pulumi.ResourceOptions(parent=self, providers=[provider])

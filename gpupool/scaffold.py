@@ -27,9 +27,9 @@ runtime:
     virtualenv: .venv          # `pulumi install` installs requirements.txt into it
 stackConfigDir: stacks
 # Stack config (stacks/Pulumi.<stack>.yaml) is in gpupool's namespace: gpupool:spec (required),
-# gpupool:kubeconfig, gpupool:context, gpupool:operatorChartPath, gpupool:skipAwait. A `config:` block here
-# would declare keys in this project's namespace instead, and Pulumi would then require a project-namespaced
-# spec the program never reads.
+# gpupool:kubeconfig, gpupool:context, gpupool:operatorChartPath, gpupool:skipAwait, gpupool:keepMigConfigsInUse.
+# A `config:` block here would declare keys in this project's namespace instead, and Pulumi would then require
+# a project-namespaced spec the program never reads.
 """
 
 MAIN_PY = '''\

@@ -34,6 +34,13 @@ def register(sub) -> None:
         f"(default), an Argo CD Application, or only {VALUES_FILE} for `helm install -f`",
     )
     p.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="read this cluster's nodes and MIG ConfigMap and keep in the render the old MIG configs nodes still "
+        "carry, as `pulumi up` does (default: no cluster is read; the render holds the spec's configs only)",
+    )
+    p.add_argument("--context", metavar="NAME", help="the kubeconfig context to read (with --kubeconfig)")
+    p.add_argument(
         "--force",
         action="store_true",
         help="write into a non-empty directory that holds no previous render (its files are kept)",
@@ -42,17 +49,24 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    if args.context and not args.kubeconfig:
+        raise UsageError("--context needs --kubeconfig (render reads no cluster without it)")
     if not args.output_dir.strip():
         raise UsageError(
             "--output-dir needs a directory (or '-' for stdout); an empty value would mean the current directory"
         )
-    from gpupool.k8s import manifests, render
+    from gpupool.k8s import manifests, mig_in_use, render
     from gpupool.k8s.delivery import DeliveryError
 
     spec = valid_spec_or_report(spec_path(args), "invalid, nothing rendered")
     if spec is None:
         return 1
-    plan = manifests.build(spec)
+    try:
+        kept = mig_in_use.read_kept_for(spec, args.kubeconfig, args.context) if args.kubeconfig else None
+    except mig_in_use.LiveReadError as exc:
+        print(f"gpupool render: error: {exc}; nothing was changed", file=sys.stderr)
+        return 1
+    plan = manifests.build(spec, kept)
     try:
         if args.output_dir == "-":
             sys.stdout.write(render.stream(plan, args.operator))

@@ -11,7 +11,7 @@ import copy
 import dataclasses
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,8 @@ LABEL_COST_CENTER = "gpupool.dev/cost-center"
 LABEL_MIG_CONFIG = rollout.LABEL_MIG_CONFIG  # one definition, the rollout's
 LABEL_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
 MIG_CONFIGMAP = "gpupool-mig-config"
+# On the MIG ConfigMap: the old configs it keeps because nodes still carry them (gpupool.k8s.mig_in_use).
+ANNOTATION_KEPT = "gpupool.dev/kept-mig-configs"
 PLUGIN_CONFIGMAP = "gpupool-device-plugin-config"
 # The device-plugin config key of whole (unshared) GPUs. Shared pools use their pool name as key; pool names
 # are DNS labels, which never contain a ".", so no pool can ever take this key over.
@@ -605,14 +607,19 @@ def max_per_pod_objects(spec: m.Spec, tenant: m.Tenant) -> list[Desired]:
 # -- The whole stack ----------------------------------------------------------------------------
 
 
-def build(spec: m.Spec) -> Plan:
+def build(spec: m.Spec, kept_mig_configs: Mapping[str, list[dict[str, Any]]] | None = None) -> Plan:
+    """The stack's desired objects. KEPT_MIG_CONFIGS: old MIG configs nodes still carry (gpupool.k8s.mig_in_use,
+    read from the cluster by `pulumi up` and `gpupool render --kubeconfig`): in the ConfigMap after the spec's,
+    outside the config hash, so keeping them and later dropping them restarts no MIG Manager and arms no node."""
     op = spec.cluster.operator
     opns = op.namespace
     mig_entries, mig_by_pool = mig_configs(spec)
+    mig_hash = content_hash(dump_yaml({"version": "v1", "mig-configs": mig_entries}))
+    kept = {k: v for k, v in (kept_mig_configs or {}).items() if k not in mig_entries}
+    mig_entries = {**mig_entries, **kept}
     mig_text = dump_yaml({"version": "v1", "mig-configs": mig_entries})
     plugin_docs, plugin_by_pool = device_plugin_configs(spec)
     plugin_data = {key: dump_yaml(doc) for key, doc in plugin_docs.items()}
-    mig_hash = content_hash(mig_text)
     plugin_hash = content_hash(dump_yaml(plugin_data))
     plan = Plan(
         operator_chart(
@@ -658,7 +665,13 @@ def build(spec: m.Spec) -> Plan:
             {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
-                "metadata": {"name": MIG_CONFIGMAP, "namespace": opns, "labels": dict(MANAGED_BY)},
+                "metadata": {
+                    "name": MIG_CONFIGMAP,
+                    "namespace": opns,
+                    "labels": dict(MANAGED_BY),
+                    # Says in the preview diff and on the object why configs the spec no longer names are there.
+                    **({"annotations": {ANNOTATION_KEPT: ",".join(kept)}} if kept else {}),
+                },
                 "data": {"config.yaml": mig_text},
             },
             depends_on=("gpu-operator-ns", *(step.name for step in arms)),

@@ -13,6 +13,8 @@ node of a MIG-capable pool gpupool registers, in this order:
    pod runs once for the label it read at start (`cmd/nvidia-mig-manager/main.go` 431-446 and the informer's
    AddFunc, 569-571) and writes success or failed (reconfigure.go 137-146) over this `pending`. So after the
    arm, a node whose state is no longer `pending` has a MIG Manager that mounts the new file and is idle.
+   A node of a later wave still carries its old config then, which the new file keeps while a node carries
+   it (gpupool.k8s.mig_in_use), so its restarted pod writes success, not failed.
 1. `<node>-cordon` (rollout.cordon): `spec.unschedulable: true`, plus an annotation naming the target config
    so that it is re-applied on every layout change.
 1b. `<node>-mig-ready`: an annotation naming the config, with a waitFor (`ready()`) until the node's MIG

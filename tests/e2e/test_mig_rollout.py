@@ -4,7 +4,8 @@ A 4-node MIG pool with `rollout: {maxUnavailable: 2}`. The tests run in order on
 (new nodes: no wait, no MIG Manager running at all), a re-layout (waves of 2, each node waiting for success,
 with a slow simulator so a stale `success` could not be mistaken for the new one, and MIG Manager's own timing:
 the config-hash roll restarting one pod at a time, mounted files that kubelet never refreshes within the test,
-a missing config name failing the node), a re-layout where one node
+a missing config name failing the node, and the old config kept in the ConfigMap until no node carries it),
+the next up dropping it (rolling nothing), a re-layout where one node
 fails (the rollout stops, later nodes keep their old label), the rerun after the fix (it continues), a re-layout
 with GPU pods on the nodes (drained through the real Eviction API before the relabel; a PodDisruptionBudget that
 allows no disruption stops the rollout), an
@@ -15,6 +16,8 @@ Set GPUPOOL_E2E_REPORT_DIR=DIR to have the timelines written there as JSON.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import textwrap
@@ -22,10 +25,12 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from pulumi import automation as auto
 
 from components.program import PLATFORM_NAME
 from gpupool.analysis import plan
+from gpupool.cli.main import main as cli_main
 from gpupool.rules.engine import load_valid_spec
 
 from .kubelet_sim import Kubelet, running_pod
@@ -40,6 +45,7 @@ EXTRA_CONTROLLERS = ("disruption-controller",)
 REPO = Path(__file__).resolve().parents[2]
 STUB_CHART = REPO / "tests" / "charts" / "gpu-operator-stub"
 NODES = ("roll-1", "roll-2", "roll-3", "roll-4")
+OLD_LAYOUT = "a100-80gb-all-balanced"  # the first up's config; the first re-layout leaves it
 AT_ONCE = 2
 PENDING_DELAY, APPLY_DELAY = 2.0, 1.5  # slow: MIG Manager writes pending 2 s after the relabel
 DRAIN_TIMEOUT = 15  # a blocked pod is retried this long; the pods that can go are gone in about a second
@@ -132,6 +138,13 @@ def test_a_relayout_rolls_in_waves_and_each_node_waits_for_its_own_success(stack
     # No node was relabelled before its MIG Manager restarted with the new file (the roll restarts the first
     # wave last), so none asserted the new name against its old file; each node's GPUs have the new layout.
     assert not [e for e in sim.timeline(t0) if e.what == f"sim:missing {new}"], sim.timeline(t0)
+    # Nor did a second-wave node, restarted by the roll while it still carried the old config, turn failed: the
+    # old name stays in the ConfigMap while a node carries it (gpupool.k8s.mig_in_use), so its new pod's
+    # start-up run found its GPUs already so configured and wrote success (reconfigure.go 142-146).
+    assert not [e for e in sim.timeline(t0) if e.what.startswith("sim:missing")], sim.timeline(t0)
+    assert not [e for e in sim.timeline(t0) if e.what == "state=failed"], sim.timeline(t0)
+    for n in ("roll-3", "roll-4"):
+        assert sim.first(n, "sim:started", t0) < sim.first(n, f"config={new}", t0), (n, sim.timeline(t0))
     for n in NODES:
         started = sim.first(n, "sim:started", t0)
         assert started is not None and started <= sim.first(n, f"config={new}", t0), (n, sim.timeline(t0))
@@ -155,6 +168,58 @@ def test_a_relayout_rolls_in_waves_and_each_node_waits_for_its_own_success(stack
     for n in NODES:
         labels = _labels(cp, n)
         assert labels[MIG_CONFIG] == new and labels[STATE] == "success" and not _cordoned(cp, n)
+    # The ConfigMap the up wrote kept the old config (nodes carried it when the program read them).
+    assert _mig_configmap(cp)[1] == {OLD_LAYOUT, new}
+
+
+def test_old_configs_leave_the_configmap_once_no_node_carries_them_and_that_rolls_nothing(stack, control_plane):
+    """Proves: the next up after a completed re-layout drops the old config, as an in-place ConfigMap update
+    alone (the config hash leaves kept configs out): no MIG Manager restarts, no node is armed, cordoned or
+    relabelled."""
+    _prune(stack, control_plane, OLD_LAYOUT)
+
+
+def _mig_configmap(cp) -> tuple[str, set[str]]:
+    """The MIG ConfigMap's kept-configs annotation and the gpupool config names it holds (presets left out)."""
+    obj = cp.api("GET", "/api/v1/namespaces/gpu-operator/configmaps/gpupool-mig-config")[1]
+    names = set(yaml.safe_load(obj["data"]["config.yaml"])["mig-configs"])
+    kept = obj["metadata"].get("annotations", {}).get("gpupool.dev/kept-mig-configs", "")
+    return kept, {n for n in names if n.startswith("a100-80gb-")}
+
+
+def _ours(annotations: dict) -> dict:
+    return {k: v for k, v in annotations.items() if k.startswith("gpupool.dev/")}
+
+
+def _live_mig_config(cp) -> dict:
+    obj = cp.api("GET", "/api/v1/namespaces/gpu-operator/configmaps/gpupool-mig-config")[1]
+    return {"annotations": _ours(obj["metadata"].get("annotations", {})), "data": obj["data"]}
+
+
+def _rendered_mig_config(spec: Path, kubeconfig: Path) -> dict:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli_main(["render", str(spec), "--output-dir", "-", "--kubeconfig", str(kubeconfig)]) == 0
+    (cm,) = [
+        d
+        for d in yaml.safe_load_all(out.getvalue())
+        if d and d["kind"] == "ConfigMap" and d["metadata"]["name"] == "gpupool-mig-config"
+    ]
+    return {"annotations": _ours(cm["metadata"].get("annotations", {})), "data": cm["data"]}
+
+
+def _prune(stack, cp, old: str) -> None:
+    assert _mig_configmap(cp)[0] == old
+    with MigManagerSim(cp, NODES) as sim:
+        t0 = sim.now()
+        ops = stack.preview_ops()
+        changed = {urn.split("::")[-1].removeprefix(P): op for urn, op in ops.items() if op != "same"}
+        assert changed == {"mig-config": "update"}, changed
+        assert stack.up().summary.result == "succeeded"
+        time.sleep(1.0)  # a roll the up had started would have deleted a pod by now (restart_delay 0.5 s)
+    assert not sim.timeline(t0), sim.timeline(t0)
+    kept, names = _mig_configmap(cp)
+    assert kept == "" and old not in names and len(names) == 1, names
 
 
 def test_a_failed_node_stops_the_rollout_and_a_rerun_after_the_fix_continues(stack, control_plane):
@@ -182,6 +247,11 @@ def test_a_failed_node_stops_the_rollout_and_a_rerun_after_the_fix_continues(sta
         for n in ("roll-3", "roll-4"):
             assert _labels(cp, n)[MIG_CONFIG] == old and not _cordoned(cp, n), n
             assert sim.first(n, "cordoned", t0) is None, n
+            # Restarted by the roll while on the old config, which the ConfigMap keeps: not failed.
+            assert sim.first(n, "sim:started", t0) is not None and _labels(cp, n)[STATE] == "success", n
+        assert _mig_configmap(cp)[0] == old
+        # `gpupool render --kubeconfig` reads the cluster as the program did: its MIG ConfigMap is the live one.
+        assert _rendered_mig_config(stack.work / "spec.yaml", cp.kubeconfig) == _live_mig_config(cp)
         # The fix: whatever broke roll-2 is repaired and its MIG Manager restarted (it re-applies the label).
         sim.fail.clear()
         sim.restart("roll-2")
@@ -270,6 +340,7 @@ def test_gpu_pods_are_evicted_before_the_relabel_and_a_blocking_budget_stops_the
 
 
 def test_an_unchanged_layout_neither_waits_nor_touches_a_node(stack, control_plane):
+    _prune(stack, control_plane, OLD_LAYOUT)  # the drain test's re-layout left the old config kept
     with MigManagerSim(control_plane, NODES) as sim:
         t0 = sim.now()
         ops = stack.preview_ops()

@@ -1,0 +1,48 @@
+"""The old MIG configs the cluster's nodes still carry, read when the program runs (gpupool.k8s.mig_in_use).
+
+The read goes through the kubeconfig and context the Kubernetes provider was made with (gpupool.k8s.kubeclient,
+as the drain step does), before anything is registered, so the preview shows the ConfigMap `pulumi up` writes.
+An unreadable cluster is a warning in a preview (pulumi-kubernetes previews an unreachable cluster too) and an
+error in an update: dropping a name a node still carries turns that node `failed` at its MIG Manager's next
+start. `gpupool:keepMigConfigsInUse: false` turns the read off (the spec's configs only).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+from pulumi.runtime import mocks, settings
+
+from gpupool.k8s import mig_in_use
+from gpupool.model import platform as m
+
+OPT_OUT = "set gpupool:keepMigConfigsInUse to false to write the spec's MIG configs only"
+
+
+def _under_mocks() -> bool:
+    return isinstance(settings.get_monitor(), mocks.MockMonitor)
+
+
+def kept(spec: m.Spec, connection: tuple[Any, Any]) -> dict[str, Any]:
+    """Old configs to keep in the MIG ConfigMap (name -> mig-parted entries); {} under mocks."""
+    if _under_mocks():
+        return {}
+    kubeconfig, context = connection
+    if not all(v is None or isinstance(v, str) for v in (kubeconfig, context)):
+        # An Output (a cluster made in the same program): its value is not known before registration.
+        pulumi.log.warn(
+            "the Kubernetes provider's kubeconfig or context is an Output: gpupool cannot read which MIG "
+            "configs the nodes still carry, so the MIG ConfigMap holds the spec's configs only"
+        )
+        return {}
+    try:
+        out = mig_in_use.read_kept_for(spec, kubeconfig, context)
+    except mig_in_use.LiveReadError as exc:
+        if pulumi.runtime.is_dry_run():
+            pulumi.log.warn(f"{exc}; this preview shows the spec's MIG configs only")
+            return {}
+        raise pulumi.RunError(f"{exc}; nothing was registered ({OPT_OUT})") from None
+    if out:
+        pulumi.log.info(f"keeping MIG configs nodes still carry in the MIG ConfigMap: {', '.join(out)}")
+    return out

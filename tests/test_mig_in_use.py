@@ -99,8 +99,16 @@ def test_no_configmap_yet_keeps_nothing_and_a_denied_list_is_an_error():
 def test_render_context_needs_kubeconfig_and_an_unreachable_cluster_renders_nothing(tmp_path, capsys):
     out = tmp_path / "out"
     assert cli_main(["render", "stacks/dev/spec.yaml", "--output-dir", str(out), "--context", "x"]) == 2
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
+    kubeconfig = _unreachable(tmp_path)
+    code = cli_main(["render", "stacks/dev/spec.yaml", "--output-dir", str(out), "--kubeconfig", str(kubeconfig)])
+    err = capsys.readouterr().err
+    assert code == 1 and "cannot read which MIG configs" in err and "nothing was changed" in err, err
+    assert not out.exists()
+
+
+def _unreachable(tmp_path) -> str:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
         yaml.safe_dump(
             {
                 "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
@@ -110,7 +118,27 @@ def test_render_context_needs_kubeconfig_and_an_unreachable_cluster_renders_noth
             }
         )
     )
-    code = cli_main(["render", "stacks/dev/spec.yaml", "--output-dir", str(out), "--kubeconfig", str(kubeconfig)])
-    err = capsys.readouterr().err
-    assert code == 1 and "cannot read which MIG configs" in err and "nothing was changed" in err, err
-    assert not out.exists()
+    return str(path)
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_an_unreadable_cluster_warns_in_a_preview_and_stops_an_update(tmp_path, monkeypatch, dry_run):
+    import pulumi
+
+    from components import live_mig_configs
+
+    warnings: list[str] = []
+    monkeypatch.setattr(live_mig_configs, "_under_mocks", lambda: False)
+    monkeypatch.setattr(pulumi.runtime, "is_dry_run", lambda: dry_run)
+    monkeypatch.setattr(pulumi.log, "warn", lambda msg, *a, **k: warnings.append(msg))
+    spec = _spec("all-1g.10gb")
+    if dry_run:
+        assert live_mig_configs.kept(spec, (_unreachable(tmp_path), None)) == {}
+        assert len(warnings) == 1 and "preview shows the spec's MIG configs only" in warnings[0], warnings
+    else:
+        with pytest.raises(pulumi.RunError, match="nothing was registered.*keepMigConfigsInUse"):
+            live_mig_configs.kept(spec, (_unreachable(tmp_path), None))
+    # A kubeconfig only known as an Output cannot be read before registration: said, and nothing kept.
+    warnings.clear()
+    assert live_mig_configs.kept(spec, (pulumi.Output.from_input("x"), None)) == {}
+    assert "is an Output" in warnings[0]

@@ -23,9 +23,9 @@ from typing import Any
 
 import yaml
 
+from gpupool.k8s.rollout import LABEL_MIG_CONFIG
 from gpupool.model import platform as m
 
-LABEL_MIG_CONFIG = "nvidia.com/mig.config"
 CONFIG_KEY = "config.yaml"
 PAGE = 500  # nodes per list call
 

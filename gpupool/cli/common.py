@@ -16,6 +16,17 @@ class UsageError(Exception):
     """A usage error (bad argument, missing file, unknown model): `error: MESSAGE` and exit 2 (cli.main)."""
 
 
+class CommandError(Exception):
+    """The command could not do its job (an unreachable server, a refused answer, a failed step):
+    `error: MESSAGE` on stderr and exit EXIT (1 by default); with `-o json` also a JSON error object on
+    stdout (cli.main). Raise it rather than printing an error and returning 1, so that every command
+    reports failures the same way."""
+
+    def __init__(self, message: str, exit: int = 1):
+        super().__init__(message)
+        self.exit = exit
+
+
 def add_output_format(
     parser: argparse.ArgumentParser, formats: tuple[str, ...], default: str, help: str | None = None
 ) -> None:

@@ -122,8 +122,9 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParse
 
 
 def main(argv: list[str] | None = None) -> int:
+    from gpupool import redact
     from gpupool.cli import console
-    from gpupool.cli.common import UsageError
+    from gpupool.cli.common import CommandError, UsageError
 
     console.setup()  # before argparse prints anything: its messages must not crash on an ASCII stdout either
     first = (sys.argv[1:] if argv is None else argv)[:1]
@@ -139,14 +140,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     console.setup(args.color)
     console.colour_stderr()
+    redact.install()  # last: every later write passes the scrubber, whatever wraps the stream below it
     from gpupool.spec import loader
 
     loader.LIMITS = loader.Limits(args.max_file_size, args.max_input_size)
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _failed(args, "UsageError", str(exc), 2)
+    except CommandError as exc:
+        return _failed(args, "Failed", str(exc), exc.exit)
     except BrokenPipeError:  # `gpupool plan | head` must not print a traceback
         return 0
     except KeyboardInterrupt:
@@ -154,12 +157,41 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug in gpupool, not in the spec: say so in one line, no traceback
         if os.environ.get("GPUPOOL_DEBUG"):
             raise
-        print(
-            f"gpupool: internal error: {type(exc).__name__}: {exc} "
-            "(this is a gpupool bug; rerun with GPUPOOL_DEBUG=1 for a traceback and report it)",
-            file=sys.stderr,
+        message = (
+            f"{type(exc).__name__}: {exc} "
+            "(this is a gpupool bug; rerun with GPUPOOL_DEBUG=1 for a traceback and report it)"
         )
-        return 70
+        return _failed(args, "InternalError", message, 70, prefix="gpupool: internal error")
+
+
+def _failed(args: argparse.Namespace, reason: str, message: str, code: int, prefix: str = "error") -> int:
+    """Report a failed command: `PREFIX: MESSAGE` on stderr and, when the command was asked for `-o json`,
+    a JSON error object on stdout (scripts parse stdout; an empty one is no answer). Both are scrubbed of
+    credentials (gpupool.redact): an exception's text may quote what it was given."""
+    from gpupool import redact
+
+    message = redact.scrub(message)
+    print(f"{prefix}: {message}", file=sys.stderr)
+    if getattr(args, "output", None) == "json":
+        print(json_error(getattr(args, "command", None), reason, message, code))
+    return code
+
+
+def json_error(command: str | None, reason: str, message: str, code: int) -> str:
+    """The JSON error object of a failed command (docs/cli.md, "Errors"): one object, kind Error."""
+    import json
+
+    return json.dumps(
+        {
+            "apiVersion": "gpupool.dev/v1alpha1",
+            "kind": "Error",
+            "command": command,
+            "reason": reason,
+            "message": message,
+            "exitCode": code,
+        },
+        indent=2,
+    )
 
 
 if __name__ == "__main__":

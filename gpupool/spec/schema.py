@@ -76,9 +76,18 @@ def _jsonschema_validator():
 class _SchemaError:
     """The parts of a jsonschema ValidationError that _humanize reads, from a jsonschema-rs error."""
 
-    __slots__ = ("validator", "validator_value", "instance", "absolute_path", "schema", "schema_path", "message")
+    __slots__ = (
+        "validator",
+        "validator_value",
+        "instance",
+        "absolute_path",
+        "schema",
+        "schema_path",
+        "message",
+        "branches",
+    )
 
-    def __init__(self, validator, value, instance, path, schema_, schema_path, message):
+    def __init__(self, validator, value, instance, path, schema_, schema_path, message, branches=()):
         self.validator = validator
         self.validator_value = value
         self.instance = instance
@@ -86,6 +95,7 @@ class _SchemaError:
         self.schema = schema_
         self.schema_path = schema_path
         self.message = message
+        self.branches = branches  # oneOf/anyOf: the errors of each branch, in the schema's order
 
 
 def _at(schema_path: tuple) -> tuple[Any, Any]:
@@ -98,8 +108,13 @@ def _at(schema_path: tuple) -> tuple[Any, Any]:
 
 
 def _rs_errors(instance: Any) -> Iterator[Any]:
+    yield from _converted(_validator().iter_errors(instance))
+
+
+def _converted(errors: Any) -> Iterator[Any]:
+    """jsonschema-rs errors as _SchemaError, in jsonschema's shape."""
     seen: set[tuple] = set()
-    for e in _validator().iter_errors(instance):
+    for e in errors:
         kind = e.kind.name
         if kind == "propertyNames":  # as jsonschema: the key is the instance, the mapping's path the path
             inner = e.kind.error
@@ -116,7 +131,9 @@ def _rs_errors(instance: Any) -> Iterator[Any]:
                 continue
             seen.add(key)
         sub, value = _at(spath)
-        yield _SchemaError(kind, value, e.instance, tuple(e.instance_path), sub, spath, e.message)
+        # oneOf/anyOf: what each branch refused, so that the message can follow the branch that fits best
+        branches = tuple(list(_converted(c)) for c in getattr(e.kind, "context", None) or ())
+        yield _SchemaError(kind, value, e.instance, tuple(e.instance_path), sub, spath, e.message, branches)
 
 
 def _iter_errors(instance: Any) -> Iterator[Any]:
@@ -287,5 +304,85 @@ def _humanize(error) -> Iterator[tuple[tuple, bool, str]]:
             False,
             f"must not be empty (at least {error.validator_value} entr{'y' if error.validator_value == 1 else 'ies'})",
         )
+    elif kind in ("oneOf", "anyOf"):
+        yield from _humanize_choice(error, path, value)
     else:  # the validator's own message quotes the instance: say which keyword refused it instead
         yield path, False, f"is not allowed here (schema keyword {kind}); see schemas/gpupool.schema.json"
+
+
+def _branches(error) -> list[list[Any]]:
+    """The errors of each branch of a oneOf/anyOf error: jsonschema-rs's context as converted above, or
+    jsonschema's flat `context` grouped by the branch index its relative schema path starts with."""
+    if isinstance(error, _SchemaError):
+        return [list(b) for b in error.branches]
+    by_index: dict[int, list[Any]] = {i: [] for i in range(len(error.validator_value))}
+    for e in error.context or ():
+        by_index.setdefault(e.schema_path[0], []).append(e)
+    return [by_index[i] for i in sorted(by_index)]
+
+
+def _humanize_choice(error, path: tuple, value: Any) -> Iterator[tuple[tuple, bool, str]]:
+    """A oneOf/anyOf refusal: the forms allowed, then what is wrong in the form the value fits best. Like
+    jsonschema's best_match, a branch whose `type` the value has is the one meant (a negative number meant the
+    number, not the mapping); with no such branch, or several, the forms and what the value is."""
+    allowed = ", or ".join(_form(b) for b in error.validator_value)
+    branches = _branches(error)
+    if branches and all(not errs for errs in branches):  # oneOf: it fits more than one
+        yield path, False, f"fits more than one of the allowed forms; must be exactly one of: {allowed}"
+        return
+    typed = [
+        errs
+        for errs in branches
+        if errs and not any(e.validator == "type" and tuple(e.absolute_path) == path for e in errs)
+    ]
+    if len(typed) == 1:
+        for where, key_error, message in (h for e in typed[0] for h in _humanize(e)):
+            here = where == path and not key_error
+            yield where, key_error, (f"{message} (allowed here: {allowed})" if here else message)
+        return
+    yield path, False, f"must be {allowed}; got {_describe(value)}"
+
+
+def _form(branch: Any) -> str:
+    """One allowed form of a oneOf/anyOf, in words, from the schema (never from the value)."""
+    if isinstance(branch, dict) and isinstance(branch.get("$ref"), str) and branch["$ref"].startswith("#/"):
+        node: Any = schema()
+        for part in branch["$ref"][2:].split("/"):
+            if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                node = node.get(part, {}) if isinstance(node, dict) else {}
+        branch = {**node, **{k: v for k, v in branch.items() if k != "$ref"}}
+    if not isinstance(branch, dict):
+        return "a value of another form"
+    if "const" in branch:
+        return json.dumps(branch["const"])
+    if "enum" in branch:
+        return "one of " + ", ".join(str(c) for c in branch["enum"])
+    kind = branch.get("type")
+    if isinstance(kind, list):
+        return _expected(kind)
+    if kind in ("integer", "number"):
+        bounds = [
+            f"{word} {branch[key]}"
+            for key, word in (
+                ("minimum", "at least"),
+                ("exclusiveMinimum", "greater than"),
+                ("maximum", "at most"),
+                ("exclusiveMaximum", "less than"),
+            )
+            if isinstance(branch.get(key), (int, float))
+        ]
+        if "minimum" in branch and "maximum" in branch and len(bounds) == 2:
+            return f"{_TYPE_NAMES[kind]} from {branch['minimum']} to {branch['maximum']}"
+        return _TYPE_NAMES[kind] + (" " + " and ".join(bounds) if bounds else "")
+    if kind == "object":
+        values = branch.get("additionalProperties")
+        return "a mapping" + (f" whose values are each {_form(values)}" if isinstance(values, dict) and values else "")
+    if kind == "array":
+        items = branch.get("items")
+        return "a list" + (f" whose items are each {_form(items)}" if isinstance(items, dict) and items else "")
+    if kind == "string":
+        hint = _PATTERN_HINTS.get(branch.get("pattern", ""))
+        return "a string" + (f" that {hint}" if hint else "")
+    return _TYPE_NAMES.get(kind, "a value of another form") if isinstance(kind, str) else "a value of another form"

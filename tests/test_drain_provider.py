@@ -45,8 +45,9 @@ def test_client_reads_server_token_and_context_from_kubeconfig_contents():
     # A legacy auth-provider is refused, not guessed; an exec plugin that cannot run is a clear error.
     with pytest.raises(kubeclient.KubeconfigError, match="auth-provider credentials are not supported"):
         kubeclient.Client(text.replace("{token: t0k}", "{auth-provider: {name: gcp}}"))
-    with pytest.raises(kubeclient.KubeconfigError, match="exec credential plugin did not run"):
-        kubeclient.Client(text.replace("{token: t0k}", "{exec: {command: /nonexistent/plugin}}"))
+    plugin = "{exec: {apiVersion: client.authentication.k8s.io/v1, interactiveMode: Never, command: /nonexistent/p}}"
+    with pytest.raises(kubeclient.KubeconfigError, match="exec plugin '/nonexistent/p' was not found"):
+        kubeclient.Client(text.replace("{token: t0k}", plugin))
 
 
 def test_an_exec_plugin_supplies_the_token_as_client_go_runs_it(tmp_path):
@@ -63,7 +64,8 @@ def test_an_exec_plugin_supplies_the_token_as_client_go_runs_it(tmp_path):
         " 'status': {'token': 'from-exec'}}))\n"
     )
     user = (
-        f"{{exec: {{apiVersion: client.authentication.k8s.io/v1, command: '{sys.executable}', args: ['{plugin}'],"
+        f"{{exec: {{apiVersion: client.authentication.k8s.io/v1, interactiveMode: Never, command: '{sys.executable}',"
+        f" args: ['{plugin}'],"
         " env: [{name: CLUSTER, value: c1}]}}"
     )
     text = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gpupool.cli.common import UsageError, add_spec_argument, spec_path, valid_spec_or_report
+from gpupool.cli.common import CommandError, UsageError, add_spec_argument, spec_path, valid_spec_or_report
 from gpupool.k8s.delivery import DEFAULT_MODE, MODES, VALUES_FILE
 
 
@@ -61,11 +61,17 @@ def run(args) -> int:
     spec = valid_spec_or_report(spec_path(args), "invalid, nothing rendered")
     if spec is None:
         return 1
+    kubeconfig = args.kubeconfig
+    if kubeconfig is not None:
+        # A path, never contents (which the library also takes): absolute, so that none reads as contents.
+        if "\n" in kubeconfig or not kubeconfig.strip():
+            raise UsageError("--kubeconfig takes the path of a kubeconfig file")
+        kubeconfig = str(Path(kubeconfig).expanduser().absolute())
     try:
-        kept = mig_in_use.read_kept_for(spec, args.kubeconfig, args.context) if args.kubeconfig else None
+        kept = mig_in_use.read_kept_for(spec, kubeconfig, args.context) if kubeconfig else None
     except mig_in_use.LiveReadError as exc:
-        print(f"gpupool render: error: {exc}; nothing was changed", file=sys.stderr)
-        return 1
+        # One line naming the file and field, never a credential (gpupool.k8s.kubeconfig); nothing written.
+        raise CommandError(f"{exc}; nothing was changed") from None
     plan = manifests.build(spec, kept)
     try:
         if args.output_dir == "-":

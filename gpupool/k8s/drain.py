@@ -95,16 +95,33 @@ def outcome(status: int, body: Any) -> Outcome:
     if status == 404:
         return Outcome("gone")
     body = body if isinstance(body, dict) else {}
-    message = str(body.get("message", ""))
+    message = said(body.get("message", ""))
     if status == 429:
-        causes = body.get("details", {}).get("causes", [])
+        details = body.get("details")
+        causes = details.get("causes") if isinstance(details, dict) else None
+        causes = causes if isinstance(causes, list) else []
         # metav1.StatusCause serializes its Type as "reason" (seen against kube-apiserver v1.36.3).
-        cause = next((str(c.get("message", "")) for c in causes if c.get("reason") == "DisruptionBudget"), "")
+        cause = next(
+            (
+                said(c.get("message", ""))
+                for c in causes
+                if isinstance(c, dict) and c.get("reason") == "DisruptionBudget"
+            ),
+            "",
+        )
         match = _BUDGET.match(cause + " ")
         return Outcome("blocked", match.group(1) if match else "", cause or message)
     if status == 500 and "more than one PodDisruptionBudget" in message:
         return Outcome("blocked", "", message)
-    raise DrainError(f"eviction answered {status}: {message or body}")
+    raise DrainError(f"eviction answered {status}: {message or said(body)}")
+
+
+def said(value: Any, limit: int = 300) -> str:
+    """What the API server said, as a DrainError quotes it: one line (the step fails with one line), control
+    characters dropped, capped."""
+    text = " ".join(str(value).split())
+    text = "".join(c for c in text if c.isprintable())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _pod_path(namespace: str, name: str) -> str:
@@ -127,6 +144,8 @@ def drain(
     status, listing = api("GET", f"/api/v1/pods?fieldSelector={quote(f'spec.nodeName={node}')}", None)
     if status != 200:
         raise DrainError(f"listing the pods of node {node} answered {status}")
+    if not isinstance(listing, dict) or not isinstance(listing.get("items"), list):
+        raise DrainError(f"listing the pods of node {node} answered 200 without a list of items")
     waiting = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in gpu_pods(listing["items"], node)}
     evicted: dict[tuple[str, str], str] = {}  # -> uid: a pod of the same name created later is another pod
     blocked: dict[tuple[str, str], Outcome] = {}

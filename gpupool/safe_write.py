@@ -412,6 +412,16 @@ class Directory:
                 return False
         return True
 
+    def walk(self, name: str = "") -> Iterator[tuple[str, str]]:
+        """(relative name, kind) of every entry beneath NAME, kind as `kind` says; only directories reached
+        with no link are entered (a link is yielded as 'link', never followed)."""
+        for entry in self.entries(name):
+            rel = f"{name}/{entry}" if name else entry
+            kind = self.kind(rel)
+            yield rel, kind
+            if kind == "dir":
+                yield from self.walk(rel)
+
     def walk_files(self, name: str = "") -> Iterator[str]:
         """Every regular file beneath NAME (relative names), never entering a link."""
         for entry in self.entries(name):

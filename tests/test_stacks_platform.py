@@ -127,9 +127,11 @@ class FakePlatform(stacks.Platform):
         workspace = SimpleNamespace(list_stacks=lambda: [SimpleNamespace(name=n) for n in world.states])
         super().__init__(settings, name, workspace=workspace)  # type: ignore[arg-type]
 
-    def select(self, name: str):  # type: ignore[override]
+    def select(self, name: str, create: bool = True):  # type: ignore[override]
         torn = self.world.torn
         self.world.selected.append((name, torn is not None and torn.exists()))
+        if not create and name not in self.world.states:  # as `pulumi stack select` refuses it
+            raise auto.StackNotFoundError(_failed(f"error: no stack named '{name}' found", 255))
         return FakeStack(self.world, self, name)
 
 
@@ -373,6 +375,7 @@ def test_a_torn_metadata_sidecar_is_removed_before_any_stack_is_touched(project,
     state = tmp_path / "state" / ".pulumi" / "stacks" / "p"
     state.mkdir(parents=True)
     torn, ok = state / "dev.json.attrs", state / "prod.json.attrs"
+    (state / "dev.json").write_text("{}")  # the blob the sidecar describes (a sidecar without one breaks nothing)
     torn.write_bytes(b"")
     ok.write_text('{"user.cache_control":"","user.content_type":"application/octet-stream"}\n')
     world = World()

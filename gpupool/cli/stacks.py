@@ -3,8 +3,10 @@
 Runs the project's own program (Pulumi.yaml in the current directory or --project-dir) on STACK, and on
 its tenant shard stacks when the spec is sharded, with dead-run recovery and the convergence check
 (gpupool/deploy/stacks.py). One summary line per stack at the end.
-Exit status: 0 = every stack succeeded (up: and converged), 1 = a stack failed, was locked by a live run
-or did not converge, 2 = usage error (no project, no virtualenv, no backend).
+Exit status: 0 = every stack succeeded (up: and converged), 1 = a stack failed, was locked by a live run,
+did not converge or (destroy) does not exist, 2 = usage error (no project, no virtualenv, no backend, no
+pulumi CLI). A failed stack is one `error:` line on stderr and a failed outcome in the summary (`-o json`
+too); a usage error is the JSON error object of docs/cli.md under `-o json`.
 """
 
 from __future__ import annotations
@@ -59,18 +61,20 @@ def run(args) -> int:
     import sys
     from pathlib import Path
 
-    from gpupool.cli.common import UsageError
+    from gpupool.cli.common import CommandError, UsageError
 
+    try:
+        from gpupool.deploy import stacks
+    except ImportError as exc:  # the Pulumi SDK is the [pulumi] extra
+        raise UsageError(f"gpupool stacks needs the Pulumi SDK: pip install 'gpupool[pulumi]' ({exc.name})") from None
+    # First, before any pulumi command runs: pulumi's own error text may quote these (gpupool.redact).
+    stacks.register_secrets(os.environ)
     backend = os.environ.get("PULUMI_BACKEND_URL", "")
     if not backend:
         raise UsageError("set PULUMI_BACKEND_URL to the state backend (docs/ci.md, 'State backend')")
     project = Path(args.project_dir) if args.project_dir else _find_project(Path.cwd())
     if project is None:
         raise UsageError("no Pulumi.yaml in the current directory or above (--project-dir DIR)")
-    try:
-        from gpupool.deploy import stacks
-    except ImportError as exc:  # the Pulumi SDK is the [pulumi] extra
-        raise UsageError(f"gpupool stacks needs the Pulumi SDK: pip install 'gpupool[pulumi]' ({exc.name})") from None
 
     single = args.single_writer if args.single_writer is not None else os.environ.get("GPUPOOL_SINGLE_WRITER") == "1"
     preview_out = args.preview_out or os.environ.get("GPUPOOL_PREVIEW_OUT") or None
@@ -90,7 +94,11 @@ def run(args) -> int:
     try:
         platform.run(args.op)
     except stacks.StackError as exc:
-        print(f"gpupool stacks: {exc}", file=sys.stderr)
+        if not platform.outcomes:  # no stack was reached (--preview-out refused): no summary to give
+            raise CommandError(str(exc)) from None
+        # The outcomes are still the answer (the failed stack is one of them, -o json included); the error
+        # line says why in the words every command uses.
+        print(f"error: {exc}", file=sys.stderr)
         status = 1
     print(stacks.as_json(platform.outcomes) if args.output == "json" else stacks.summary(platform.outcomes), end="")
     return status

@@ -5,11 +5,13 @@ operations the rerun has since carried out. Pure functions over text and JSON; t
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import socket
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -99,23 +101,94 @@ def file_backend_dir(backend_url: str) -> Path | None:
     return Path(os.path.expanduser(path))
 
 
-def repair_torn_sidecars(backend_url: str) -> list[Path]:
-    """Remove the empty or unparsable `*.attrs` sidecars of a file backend, which a writer killed between
-    truncating and rewriting one leaves (every command then fails with "failed to load checkpoint: EOF").
-    They hold only content-type metadata, and a missing sidecar is valid. Returns what was removed."""
+SIDECAR = ".attrs"
+# A sidecar holds a few hundred bytes of JSON (gocloud.dev/blob/fileblob attrs.go, setAttrs); anything larger
+# is not one, and is left alone unread.
+SIDECAR_LIMIT = 64 << 10
+
+
+def repair_torn_sidecars(backend_url: str, warn: Callable[[str], None] | None = None) -> list[Path]:
+    """Remove the torn `*.attrs` sidecars of a file backend, which a writer killed between truncating and
+    rewriting one leaves (every command then fails with "failed to load checkpoint: EOF"). Returns what
+    was removed.
+
+    A sidecar holds only content-type metadata, and a missing sidecar is valid, so removing a torn one loses
+    nothing. Only what is proven to be one is removed: a regular file `NAME.attrs` under the backend's
+    `.pulumi` whose blob NAME is a regular file beside it (fileblob writes the sidecar, then renames the blob
+    into place: gocloud.dev/blob/fileblob/fileblob.go, writerWithSidecar.Close), whose content is not a JSON
+    object, and which still holds what was read when it is unlinked (safe_write.Directory.remove_proven).
+    No link is followed at any component, from `/` to the sidecar (safe_write.Directory): a link at the
+    backend directory or at `.pulumi` stops the repair; a link below is not entered. Either way WARN gets
+    one line saying so, and nothing is removed through a link."""
+    from gpupool import safe_write
+    from gpupool.spec.diagnostics import printable
+
     root = file_backend_dir(backend_url)
-    if root is None or not (root / ".pulumi").is_dir():
+    if root is None:
         return []
-    removed = []
-    for sidecar in sorted((root / ".pulumi").rglob("*.attrs")):
-        if sidecar.is_symlink() or not sidecar.is_file():
-            continue  # never follow a link out of the backend
+    say = warn or (lambda _line: None)
+    skipped = "not repairing torn metadata sidecars: {}"
+    try:
+        backend = safe_write.Directory.open(root)
+    except safe_write.Refused as exc:
+        if exc.reason != safe_write.reason(FileNotFoundError(errno.ENOENT, "")):
+            say(skipped.format(printable(_refusal(exc))))
+        return []  # a backend directory that does not exist yet has nothing to repair
+    removed: list[Path] = []
+    links: list[str] = []
+    with backend:
+        kind = backend.kind(".pulumi")
+        if kind == "link":
+            say(skipped.format(printable(f"{root / '.pulumi'}: {_LINK}")))
+        if kind != "dir":
+            return []
         try:
-            json.loads(sidecar.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            sidecar.unlink()
-            removed.append(sidecar)
+            for rel, entry in backend.walk(".pulumi"):
+                if entry == "link":
+                    links.append(rel)
+                elif entry == "file" and rel.endswith(SIDECAR):
+                    torn = _torn_sidecar(backend, rel)
+                    if torn is not None and backend.remove_proven(rel, [safe_write.digest(torn)]):
+                        removed.append(root / rel)
+        except safe_write.Refused as exc:  # a directory swapped for a link while walking, say
+            say(skipped.format(printable(_refusal(exc))))
+    if links:
+        shown = ", ".join(printable(str(root / r)) for r in links[:3])
+        more = f" and {len(links) - 3} more" if len(links) > 3 else ""
+        say(f"left alone {len(links)} symbolic link(s) in the state backend ({_LINK}): {shown}{more}")
     return removed
+
+
+def _torn_sidecar(backend, rel: str) -> bytes | None:
+    """The content of the sidecar REL when it is a torn one (its blob beside it, its content no JSON object
+    as fileblob's getAttrs decodes it), else None."""
+    from gpupool import safe_write
+
+    blob = rel[: -len(SIDECAR)]
+    if blob.endswith("/") or backend.kind(blob) != "file":
+        return None  # a sidecar whose blob is missing breaks nothing (fileblob reads it only beside its blob)
+    try:
+        data = backend.read(rel, SIDECAR_LIMIT)
+    except safe_write.Refused:
+        return None
+    if data is None:
+        return None
+    try:
+        parsed = json.loads(data.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError is one
+        return data
+    return None if isinstance(parsed, dict) else data
+
+
+_LINK = (
+    "gpupool follows no link in the state backend; point PULUMI_BACKEND_URL at the real directory or remove the link"
+)
+
+
+def _refusal(exc) -> str:
+    if "symbolic link" in exc.reason:
+        return f"{exc.path}: {_LINK}"
+    return str(exc)
 
 
 def resolve_pending(deployment: dict) -> tuple[dict | None, list[str]]:

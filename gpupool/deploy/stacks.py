@@ -2,7 +2,9 @@
 
 One stack without sharding; with `sharding.tenantShards` the platform stack STACK and its shard stacks
 STACK.tenants-<k> (gpupool.analysis.shard_moves decides which run, in which order and with which pass).
-Each stack is selected or created, gets the run's config (a shard also the platform stack's config and its
+Each stack is selected or, for preview and up, created (a first deploy's pull request previews a stack that
+does not exist yet); destroy only selects: an unknown stack is an error that names the stacks there, and
+nothing is created. It gets the run's config (a shard also the platform stack's config and its
 `gpupool:shard`), and then:
 
 - preview: `preview --diff`;
@@ -20,10 +22,12 @@ keeps working on an unsharded stack.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import signal
+import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -45,7 +49,48 @@ class StackError(Exception):
 
 
 class SetupError(Exception):
-    """The project cannot be run at all (no Pulumi.yaml, no virtualenv, no backend): exit status 2."""
+    """The project cannot be run at all (no Pulumi.yaml, no virtualenv, no backend, no pulumi CLI): exit
+    status 2."""
+
+
+# The environment variables that hold a credential the pulumi CLI reads (the passphrase of the stack's
+# secrets, the Pulumi Cloud token, the state backend's cloud credentials). Their values are registered with
+# gpupool.redact before any pulumi command runs, so that pulumi's own error text cannot echo them.
+SECRET_ENV = (
+    "PULUMI_CONFIG_PASSPHRASE",
+    "PULUMI_ACCESS_TOKEN",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AZURE_STORAGE_KEY",
+    "AZURE_STORAGE_SAS_TOKEN",
+    "AZURE_CLIENT_SECRET",
+    "ARM_CLIENT_SECRET",
+    "GOOGLE_CREDENTIALS",
+)
+# Query parameters of a backend URL that carry a credential rather than a setting (inferred: gocloud.dev's
+# blob URL openers take settings such as region and endpoint there, and some deployments add keys or tokens).
+_SECRET_PARAM = re.compile(r"(?i)(key|secret|token|password|passwd|signature|sig|credential|auth)")
+
+
+def register_secrets(environ: Mapping[str, str]) -> None:
+    """Register with gpupool.redact every credential `gpupool stacks` hands to pulumi: the values of
+    SECRET_ENV, and the password and secret-looking query values of PULUMI_BACKEND_URL."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    from gpupool import redact
+
+    for name in SECRET_ENV:
+        if environ.get(name):
+            redact.register(environ[name])
+    url = environ.get("PULUMI_BACKEND_URL", "")
+    try:
+        parts = urlsplit(url)
+        redact.register(parts.password or "")
+        for key, value in parse_qsl(parts.query):
+            if _SECRET_PARAM.search(key):
+                redact.register(value)
+    except ValueError:
+        pass  # not a URL; it is shown only through redact.url_for_display, which scrubs what it cannot parse
 
 
 @dataclass
@@ -96,30 +141,40 @@ def project_env(project_dir: Path) -> dict[str, str]:
 class Platform:
     """The stacks of one platform in one project."""
 
-    def __init__(self, settings: Settings, platform_stack: str, workspace: auto.Workspace | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        platform_stack: str,
+        workspace: auto.Workspace | None = None,
+        command: auto.PulumiCommand | None = None,
+    ):
         self.s = settings
         self.platform_stack = platform_stack
         # The workspace keeps this very dict and passes it to every pulumi command: a release pass adds its
         # variable for the duration of its run (run_one).
         self.env: dict[str, str] = {**project_env(settings.project_dir), "PULUMI_BACKEND_URL": settings.backend_url}
-        self.workspace = workspace or auto.LocalWorkspace(work_dir=str(settings.project_dir), env_vars=self.env)
+        self.workspace = workspace or _workspace(settings.project_dir, self.env, command)
         self.outcomes: list[Outcome] = []
         self._previews: list[str] = []  # the preview texts so far, for --preview-out
 
     # -- stacks and their config -------------------------------------------------------------------
 
-    def select(self, name: str) -> auto.Stack:
-        return auto.Stack.create_or_select(name, self.workspace)
+    def select(self, name: str, create: bool = True) -> auto.Stack:
+        """The stack NAME; with CREATE it is created when missing (`pulumi stack init`), else a missing one is
+        auto.StackNotFoundError (`pulumi stack select` refuses it: "no stack named ... found")."""
+        if create:
+            return auto.Stack.create_or_select(name, self.workspace)
+        return auto.Stack.select(name, self.workspace)
 
-    def configure_platform(self) -> auto.Stack:
-        stack = self.select(self.platform_stack)
+    def configure_platform(self, create: bool = True) -> auto.Stack:
+        stack = self.select(self.platform_stack, create)
         if self.s.config:
             stack.set_all_config({k: auto.ConfigValue(v) for k, v in self.s.config.items()})
         return stack
 
-    def configure_shard(self, name: str, shard: str, platform: auto.Stack) -> auto.Stack:
+    def configure_shard(self, name: str, shard: str, platform: auto.Stack, create: bool = True) -> auto.Stack:
         """A shard stack: the platform stack's config (secrets re-encrypted with its own salt) plus its role."""
-        stack = self.select(name)
+        stack = self.select(name, create)
         config = {k: v for k, v in platform.get_all_config().items() if k != "gpupool:shard"}
         config["gpupool:shard"] = auto.ConfigValue(shard)
         stack.set_all_config(config)
@@ -146,7 +201,7 @@ class Platform:
         states = {}
         for name in self.existing_stacks():
             # shard_moves reads `pulumi stack export` documents: the deployment under its key
-            exported = self.select(name).export_stack().deployment if with_states else None
+            exported = self.select(name, create=False).export_stack().deployment if with_states else None
             states[name] = {"deployment": dict(exported or {})} if with_states else {}
         runs = shard_moves.stack_runs(
             self.platform_stack, [t.name for t in result.spec.tenants], result.spec.tenant_shards, states
@@ -225,6 +280,10 @@ class Platform:
         except auto.CommandError as exc:
             self.outcomes.append(Outcome(stack.name, op, "failed", note=_reason(exc, op)))
             raise StackError(f"{stack.name}: {op} failed: {_reason(exc, op)}") from None
+        except OSError as exc:  # the pulumi CLI went away (or cannot be run) since the run began
+            note = _unrunnable(exc)
+            self.outcomes.append(Outcome(stack.name, op, "failed", note=note))
+            raise StackError(f"{stack.name}: {op} failed: {note}") from None
 
     def _write_previews(self) -> None:
         """--preview-out FILE holds every preview so far: rewritten whole through gpupool.safe_write (no link
@@ -243,17 +302,79 @@ class Platform:
     def run(self, op: str) -> None:
         """OP over the platform's stacks in shard_moves.steps' order; the first failure stops the run (a
         shard must not adopt tenants whose release failed), and the next run recomputes from the states."""
-        for path in recovery.repair_torn_sidecars(self.s.backend_url):
-            self.s.log(f"removing torn metadata sidecar {path} (left by a run that died while writing it)")
+        from gpupool.spec.diagnostics import printable
+
+        for path in recovery.repair_torn_sidecars(self.s.backend_url, warn=self.s.log):
+            self.s.log(
+                f"removing torn metadata sidecar {printable(str(path))} (left by a run that died while writing it)"
+            )
         self._write_previews()  # emptied (or refused) before any stack is touched
-        platform = self.configure_platform()
-        runs = self.layout(platform, with_states=op == "up")
+        create = op != "destroy"  # destroy acts only on what exists, as `pulumi destroy` does
+        platform = self._setup(self.platform_stack, op, lambda: self.configure_platform(create))
+        runs = self._setup(self.platform_stack, op, lambda: self.layout(platform, with_states=op == "up"))
         if runs is None:
             self.run_one(platform, op)
             return
         for r, keep in shard_moves.steps(op, runs):
-            stack = platform if r.role.platform else self.configure_shard(r.stack, r.shard_value, platform)
+            if r.role.platform:
+                stack = platform
+            else:
+                shard = functools.partial(self.configure_shard, r.stack, r.shard_value, platform, create)
+                stack = self._setup(r.stack, op, shard)
             self.run_one(stack, op, keep=keep)
+
+    def _setup(self, name: str, op: str, action: Callable[[], T]) -> T:
+        """ACTION (selecting or creating stack NAME, setting or reading its config); a failure is the stack's
+        failed outcome and a StackError in one line, never the Automation API's exception."""
+        try:
+            return action()
+        except auto.StackNotFoundError:
+            note = self._unknown(name)
+        except auto.CommandError as exc:
+            note = _reason(exc)
+        except OSError as exc:
+            note = _unrunnable(exc)
+        self.outcomes.append(Outcome(name, op, "failed", note=note))
+        raise StackError(f"{name}: {op} failed: {note}")
+
+    def _unknown(self, name: str) -> str:
+        """Why NAME cannot be destroyed: it is not in the backend; which stacks are."""
+        from gpupool import redact
+        from gpupool.spec.diagnostics import printable
+
+        where = f"no stack {printable(name)} in {redact.url_for_display(self.s.backend_url)}"
+        try:
+            names = sorted(printable(s.name) for s in self.workspace.list_stacks())
+        except (auto.CommandError, OSError, ValueError, KeyError, TypeError):
+            return f"{where}; nothing was created or destroyed"
+        there = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+        return f"{where}; stacks there: {there or '(none)'}; nothing was created or destroyed"
+
+
+def _workspace(project_dir: Path, env: dict[str, str], command: auto.PulumiCommand | None) -> auto.LocalWorkspace:
+    """The project's workspace. Without COMMAND the Automation API runs `pulumi version` from PATH here
+    (pulumi/automation/_cmd.py, PulumiCommand.__init__: subprocess.check_output, then the version check): a
+    missing, broken or too old CLI is a SetupError in one line."""
+    try:
+        return auto.LocalWorkspace(work_dir=str(project_dir), env_vars=env, pulumi_command=command)
+    except FileNotFoundError:
+        raise SetupError(
+            "no `pulumi` on PATH: install the Pulumi CLI (https://www.pulumi.com/docs/install/) and put it on PATH"
+        ) from None
+    except subprocess.CalledProcessError as exc:
+        raise SetupError(
+            f"`pulumi version` failed (exit status {exc.returncode}): check the Pulumi CLI on PATH"
+        ) from None
+    except OSError as exc:
+        raise SetupError(f"the `pulumi` on PATH cannot be run: {exc.strerror or exc}") from None
+    except auto.InvalidVersionError as exc:
+        raise SetupError(f"the Pulumi CLI on PATH does not fit this Pulumi SDK: {exc}") from None
+
+
+def _unrunnable(exc: OSError) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "the pulumi CLI is no longer on PATH"
+    return f"the pulumi CLI cannot be run: {exc.strerror or type(exc).__name__}"
 
 
 def _counts(changes: Mapping | None) -> dict[str, int]:
@@ -284,7 +405,20 @@ def _reason(exc: auto.CommandError, op: str = "") -> str:
     text = stderr or stdout
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.startswith("error:")] or lines[-3:]
-    return " / ".join(errors[-3:])[:2000]
+    said = " / ".join(errors[-3:])[:2000]
+    # pkg/secrets/passphrase/manager.go: ErrIncorrectPassphrase ("incorrect passphrase"), and readPassphrase's
+    # "passphrase must be set with PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE ..."
+    if "incorrect passphrase" in text:
+        return (
+            "the stack's secrets do not open with PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE): "
+            f"set the passphrase the stack was created with (pulumi: {said or 'incorrect passphrase'})"
+        )
+    if "passphrase must be set" in text:
+        return (
+            "the stack's secrets are encrypted with a passphrase: set PULUMI_CONFIG_PASSPHRASE or "
+            "PULUMI_CONFIG_PASSPHRASE_FILE"
+        )
+    return said
 
 
 def _locked(exc: auto.CommandError) -> str:

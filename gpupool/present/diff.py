@@ -24,9 +24,11 @@ from gpupool.analysis.diff import (
     Risk,
     UnknownCause,
 )
+from gpupool.present.markdown import code, fenced, inline, mermaid_text
 from gpupool.present.numbers import signed
 from gpupool.present.queue_diff import limit_text, queue_rows, reduced_text
 from gpupool.present.tables import md_table, text_table
+from gpupool.present.text import safe
 
 if TYPE_CHECKING:
     from gpupool.analysis.sides import Side
@@ -82,8 +84,9 @@ def _access_text(t) -> str:
     return text
 
 
-def _removal_text(t) -> str:
-    """What removing a tenant without offboarding does, from which of its objects Pulumi deletes."""
+def _removal_text(t, md: bool = False) -> str:
+    """What removing a tenant without offboarding does, from which of its objects Pulumi deletes; with `md`,
+    as markdown (the text escaped, the field to set as code)."""
     deleted = [f.removesuffix(".yaml") for f in t.deleted_objects]
     kept = (
         f" Its quotas stay in force, frozen as last applied ({_quota_text(t)}), and still count against headroom."
@@ -99,10 +102,14 @@ def _removal_text(t) -> str:
         if deleted
         else ""
     )
+    text = inline if md else str
     return (
-        f"{t.name} removed without being offboarded: namespace {t.name} is RETAINED (not deleted) and is no "
-        f"longer managed by gpupool.{kept}{gone} To delete it, mark the tenant `offboarded: true` first, apply, "
-        "then remove it"
+        text(
+            f"{t.name} removed without being offboarded: namespace {t.name} is RETAINED (not deleted) and is no "
+            f"longer managed by gpupool.{kept}{gone} To delete it, mark the tenant "
+        )
+        + "`offboarded: true`"
+        + text(" first, apply, then remove it")
     )
 
 
@@ -112,6 +119,10 @@ class _Row:
     text: str
     rank: int
     names: tuple[str, ...] = ()  # the tenants a grouped row stands for
+    markdown: str = ""  # the row as markdown when it is more than `inline(text)` (it has code in it)
+
+    def md(self) -> str:
+        return self.markdown or inline(self.text)
 
 
 def _tenant_row(t) -> _Row:
@@ -130,7 +141,7 @@ def _tenant_row(t) -> _Row:
             RANK_TENANT_RISK,
         )
     if t.kind == Kind.REMOVED:
-        return _Row("⚠", _removal_text(t), RANK_TENANT_RISK)
+        return _Row("⚠", _removal_text(t), RANK_TENANT_RISK, markdown=_removal_text(t, md=True))
     risky = t.access_changed or t.offboarding or bool(t.foreign_service_accounts)
     rank = RANK_TENANT_RISK if risky else RANK_METADATA if t.metadata_only else RANK_QUOTA
     return _Row("⚠" if risky else "~", f"{t.name}: " + _change_text(t), rank)
@@ -336,18 +347,18 @@ def _plugin_lines(d) -> list[tuple[str, str]]:
 
 def _object_lines(d, md: bool = False) -> list[tuple[str, str]]:
     out = []
-    code = _code if md else (lambda s: s)
+    code_ = code if md else (lambda s: s)
     for o in d.objects:
         what = f"{o.object_kind} {o.object_name}"
-        what = _md_escape(what) if md else what
+        what = inline(what) if md else what
         if o.kind == "added":
-            out.append(("+", f"{code(o.file)} ({what})"))
+            out.append(("+", f"{code_(o.file)} ({what})"))
         elif o.kind == "removed":
             note = " — retained in the cluster (retainOnDelete), no longer managed" if o.retained else ""
-            out.append(("-", f"{code(o.file)} ({what}){note}"))
+            out.append(("-", f"{code_(o.file)} ({what}){note}"))
         else:
             shown = [
-                f"{code(f.path)}: {code(_value(f.before)) if md else _value(f.before)} → "
+                f"{code_(f.path)}: {code(_value(f.before)) if md else _value(f.before)} → "
                 f"{code(_value(f.after)) if md else _value(f.after)}"
                 for f in o.fields[:MAX_FIELDS]
             ]
@@ -355,7 +366,7 @@ def _object_lines(d, md: bool = False) -> list[tuple[str, str]]:
             if more > 0:
                 shown.append(f"… {more} more")
             how = (IMMUTABLE if o.object_kind == "PriorityClass" else RENAMED) if o.replaced else ""
-            out.append(("~", f"{code(o.file)} ({what}): " + "; ".join(([how] if how else []) + shown)))
+            out.append(("~", f"{code_(o.file)} ({what}): " + "; ".join(([how] if how else []) + shown)))
     return out
 
 
@@ -684,7 +695,8 @@ def format_text(base: Side, head: Side, d, ok: bool) -> str:
     nothing = _no_changes(head, d)
     if nothing:
         lines.append(nothing[0].lower() + nothing[1:].rstrip("."))
-    return "\n".join(lines).rstrip("\n") + "\n"
+    # Every line may hold text from a spec: no escape sequence, carriage return or newline of it gets through.
+    return "\n".join(safe(line) for line in lines).rstrip("\n") + "\n"
 
 
 def _config_title(c) -> str:
@@ -695,35 +707,7 @@ def _config_title(c) -> str:
 # -- markdown --------------------------------------------------------------------------------------
 
 
-def _code(text: str) -> str:
-    """Inline code that no content can break out of (backticks in it get a longer fence)."""
-    text = str(text).replace("\n", " ")
-    longest = max((len(r) for r in re.findall(r"`+", text)), default=0)
-    fence = "`" * (longest + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
-
-
-def _fenced(body: str, lang: str = "") -> str:
-    longest = max((len(r) for r in re.findall(r"`{3,}", body)), default=2)
-    fence = "`" * (longest + 1)
-    return f"{fence}{lang}\n{body.rstrip(chr(10))}\n{fence}\n"
-
-
 _MD_MARK = {"+": "**added**", "-": "**removed**", "~": "**changed**", "⚠": "⚠", "!": "note:"}
-
-
-def _md_escape(text: str) -> str:
-    """Text from specs is shown as text: no HTML, no links, no mentions, no table breaks."""
-    return (
-        text.replace("&", "&amp;")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace("|", "\\|")
-        .replace("@", "@\u200b")
-        .replace("[", "\\[")
-        .replace("]", "\\]")
-    )
 
 
 # Per resource after the change, three bars from zero drawn over each other (mermaid draws a category's bars
@@ -773,7 +757,7 @@ def mermaid_headroom(d) -> str | None:
         f"%%{{init: {init}}}%%\n"
         "xychart-beta horizontal\n"
         f"    title {json.dumps(title)}\n"
-        f"    x-axis [{', '.join(json.dumps(_chart_label(h), ensure_ascii=False) for h in changed)}]\n"
+        f"    x-axis [{', '.join(json.dumps(mermaid_text(_chart_label(h)), ensure_ascii=False) for h in changed)}]\n"
         f'    y-axis "units" 0 --> {top}\n'
         f"    bar [{nums(granted)}]\n"
         f"    bar [{nums(allowed)}]\n"
@@ -833,7 +817,7 @@ class _Section:
         if cut:
             body += f"\n✂ {cut:,} more {self.key} cut to fit the comment limit; see the full diff.\n"
         attr = " open" if self.open else ""
-        return f"<details{attr}><summary>{self.summary}</summary>\n\n{body}{self.tail}\n</details>\n"
+        return f"<details{attr}><summary>{inline(self.summary)}</summary>\n\n{body}{self.tail}\n</details>\n"
 
 
 def _cut_note(sections: list[_Section], kept: list[int], where: str) -> str:
@@ -909,7 +893,7 @@ def _sections(base: Side, head: Side, d, preview: str | None) -> list[_Section]:
                         (s["tenantsRemoved"], "removed"),
                     ]
                 ),
-                [_Item(f"| {r.marker} | {_md_escape(r.text)} |", r.rank) for r in rows],
+                [_Item(f"| {r.marker} | {r.md()} |", r.rank) for r in rows],
                 head="|  | TENANT CHANGE |\n|---|---|\n",
                 open=len(rows) <= 20,
             )
@@ -920,7 +904,7 @@ def _sections(base: Side, head: Side, d, preview: str | None) -> list[_Section]:
             _Section(
                 "stack moves",
                 f"Pulumi stacks: {_plural(len(d.stack_moves), 'tenant')} move between stacks",
-                [_Item(f"- {_md_escape(line)}", RANK_TENANT_RISK) for line in sl],
+                [_Item(f"- {inline(line)}", RANK_TENANT_RISK) for line in sl],
                 open=len(sl) <= 20,
             )
         )
@@ -936,7 +920,7 @@ def _sections(base: Side, head: Side, d, preview: str | None) -> list[_Section]:
                 f"{_plural(len(cells), 'resource')} change",
                 [_Item(r, RANK_HEADROOM) for r in lines[2:]],
                 head="\n".join(lines[:2]) + "\n",
-                tail=("\n" + _fenced(chart, "mermaid")) if chart else "",
+                tail=("\n" + fenced(chart, "mermaid")) if chart else "",
                 open=True,
             )
         )
@@ -947,7 +931,7 @@ def _sections(base: Side, head: Side, d, preview: str | None) -> list[_Section]:
                 "queue rows",
                 "Queues (Kueue): " + (summary_line_queues(d) or "changes"),
                 [
-                    _Item(f"| {r.marker} | {_md_escape(r.text)} |", RANK_TENANT_RISK if r.risky else RANK_QUOTA)
+                    _Item(f"| {r.marker} | {inline(r.text)} |", RANK_TENANT_RISK if r.risky else RANK_QUOTA)
                     for r in qrows
                 ],
                 head="|  | QUEUE CHANGE |\n|---|---|\n",
@@ -961,20 +945,20 @@ def _sections(base: Side, head: Side, d, preview: str | None) -> list[_Section]:
             _Section(
                 "pool items",
                 f"Pools: {_plural(len(d.pools), 'pool')} change (nodes joining or leaving)",
-                [_Item(f"- {marks[x[0]]} {_md_escape(x[2:])}", RANK_MIG) for x in pools],
+                [_Item(f"- {marks[x[0]]} {inline(x[2:])}", RANK_MIG) for x in pools],
                 open=True,
             )
         )
     mig = _mig_lines(d)
     if mig:
         items = [
-            _Item(f"- **{_md_escape(sentence)}**" + "".join(f"\n  - {_md_escape(x)}" for x in detail), RANK_MIG)
+            _Item(f"- **{inline(sentence)}**" + "".join(f"\n  - {inline(x)}" for x in detail), RANK_MIG)
             for sentence, detail in mig
         ]
         items += [
             _Item(
-                f"**pool {_md_escape(c.pool)}**, MIG slices per GPU (which profile holds which memory slices):\n\n"
-                + _fenced("\n".join(_slice_maps(c))),
+                f"**pool {inline(c.pool)}**, MIG slices per GPU (which profile holds which memory slices):\n\n"
+                + fenced("\n".join(_slice_maps(c))),
                 RANK_MIG,
             )
             for c in d.evicting
@@ -990,10 +974,8 @@ def _sections(base: Side, head: Side, d, preview: str | None) -> list[_Section]:
         )
     pl = _plugin_lines(d)
     if pl or d.configs:
-        items = [_Item(f"- {_MD_MARK.get(m, m)} {_md_escape(t)}", RANK_CONFIG) for m, t in pl]
-        items += [
-            _Item(f"{_md_escape(_config_title(c))}\n\n" + _fenced(c.unified, "diff"), RANK_CONFIG) for c in d.configs
-        ]
+        items = [_Item(f"- {_MD_MARK.get(m, m)} {inline(t)}", RANK_CONFIG) for m, t in pl]
+        items += [_Item(f"{inline(_config_title(c))}\n\n" + fenced(c.unified, "diff"), RANK_CONFIG) for c in d.configs]
         out.append(
             _Section(
                 "config items",
@@ -1026,11 +1008,11 @@ def _preview_section(preview: str) -> _Section:
     at = next((i for i in range(len(lines) - 1, -1, -1) if _PREVIEW_SUMMARY.match(lines[i])), len(lines))
     body, summary = lines[:at], lines[at:]
     fence = "`" * (max((len(r) for r in re.findall(r"`{3,}", preview)), default=2) + 1)
-    tail = ("\n".join(summary) + "\n" if summary else "") + f"{fence}\n"
+    tail = ("\n".join(safe(x) for x in summary) + "\n" if summary else "") + f"{fence}\n"
     return _Section(
         "preview lines",
         "pulumi preview --diff",
-        [_Item(x, RANK_PREVIEW) for x in body],
+        [_Item(safe(x), RANK_PREVIEW) for x in body],
         head=f"{fence}diff\n",
         tail=tail,
     )
@@ -1065,12 +1047,12 @@ _SAFE_URL = re.compile(r"https://[A-Za-z0-9._~:/?#@!$&'*+,;=%-]+")
 def _title(base: Side, head: Side, h: Heading) -> str:
     parts = ["## gpupool diff"]
     if h.stack:
-        parts.append(f"stack {_code(h.stack)}")
+        parts.append(f"stack {code(h.stack)}")
     if h.commit:
-        parts.append(f"commit {_code(h.commit[:12])}")
-    line2 = f"{_code(base.label)} → {_code(head.label)}"
+        parts.append(f"commit {code(h.commit[:12])}")
+    line2 = f"{code(base.label)} → {code(head.label)}"
     if h.artifact_url and _SAFE_URL.fullmatch(h.artifact_url) and "(" not in h.artifact_url:
-        name = f" {_code(h.artifact)}" if h.artifact else ""
+        name = f" {code(h.artifact)}" if h.artifact else ""
         line2 += f" · [full diff: artifact{name} of this run]({h.artifact_url.replace(')', '%29')})"
     return " · ".join(parts) + f"\n\n{line2}\n"
 
@@ -1080,15 +1062,15 @@ def _error_list(side: Side, listed) -> str:
     out = []
     for e in listed:
         loc = e.location
-        where = _code(f"{side.prefix}{loc.file}:{loc.line}:{loc.column}")
+        where = code(f"{side.prefix}{loc.file}:{loc.line}:{loc.column}")
         rule = f" {e.rule}" if e.rule else ""
-        path = f"{_code(e.path)}: " if e.path else ""
-        out.append(f"- {where} **{e.severity}{rule}**: {path}{_md_escape(e.message)}")
+        path = f"{code(e.path)}: " if e.path else ""
+        out.append(f"- {where} **{e.severity}{rule}**: {path}{inline(e.message)}")
     return "\n".join(out) + ("\n" if out else "")
 
 
 def _fixed_parts(base: Side, head: Side, d, ok: bool, shown: _Shown, heading: Heading) -> list[str]:
-    out = [_title(base, head, heading), f"**{_md_escape(_verdict(base, head, d, ok))}** Plan: {summary_line(d)}\n"]
+    out = [_title(base, head, heading), f"**{inline(_verdict(base, head, d, ok))}** Plan: {summary_line(d)}\n"]
     boxes = []
     for side in (head, base):
         if side.valid or not side.exists:
@@ -1112,10 +1094,10 @@ def _fixed_parts(base: Side, head: Side, d, ok: bool, shown: _Shown, heading: He
     out.extend(boxes)
     context = _context_lines(base, head, d)
     if context:
-        out.append("\n\n".join(_md_escape(c) for c in context) + "\n")
-    risks = [f"> - **{_md_escape(title)}:** {_md_escape(what)}" for title, what in alert_lines(d, shown.names)]
-    warnings = [f"> - **{_md_escape(sentence)}**" for sentence, _ in _mig_lines(d)]
-    warnings += [f"> - {_md_escape(x)}" for x in _unknown_lines(d)]
+        out.append("\n\n".join(inline(c) for c in context) + "\n")
+    risks = [f"> - **{inline(title)}:** {inline(what)}" for title, what in alert_lines(d, shown.names)]
+    warnings = [f"> - **{inline(sentence)}**" for sentence, _ in _mig_lines(d)]
+    warnings += [f"> - {inline(x)}" for x in _unknown_lines(d)]
     if risks or warnings:
         listed_w = warnings if shown.warnings is None else warnings[: shown.warnings]
         more = len(warnings) - len(listed_w)
@@ -1148,7 +1130,7 @@ def format_markdown(
         fixed = _fixed_parts(base, head, d, ok, _Shown(None, None, 10_000), heading)
         return "\n".join(fixed + [s.render() for s in sections])
     where = (
-        f"the full diff is in {_code(full_output)} (uploaded as a workflow artifact)"
+        f"the full diff is in {code(full_output)} (uploaded as a workflow artifact)"
         if full_output
         else "run `gpupool diff` with `--full-output FILE` for the full diff"
     )

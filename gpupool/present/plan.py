@@ -7,9 +7,10 @@ import io
 import json
 from fractions import Fraction
 
+from gpupool.present.markdown import code, inline
 from gpupool.present.numbers import eq, money, pct, ratio, units
 from gpupool.present.tables import md_table, text_table
-from gpupool.present.text import plural
+from gpupool.present.text import plural, safe
 
 # Said wherever tiers are shown: the guard (gpupool.k8s.priority_guard) bounds a tenant's priority from above,
 # nothing raises it. A pod without priorityClassName gets 0 (or the cluster's globalDefault class).
@@ -304,16 +305,17 @@ def format_table(plan) -> str:
     warnings = _warnings(plan)
     if warnings:
         parts.append("\n".join(warnings) + "\n")
-    return "\n".join(parts)
+    # Names and the spec's path come from files: no escape sequence of theirs reaches the terminal.
+    return "\n".join(safe(line) for line in "\n".join(parts).split("\n"))
 
 
 def format_markdown(plan) -> str:
-    parts = [f"## gpupool plan: cluster `{plan.cluster}`\n\n{_summary(plan)}.\n"]
+    parts = [f"## gpupool plan: cluster {code(plan.cluster)}\n\n{_summary(plan)}.\n"]
     for title, headers, rows, right in sections(plan):
-        parts.append(f"### {title}\n\n" + md_table(headers, rows, right))
+        parts.append(f"### {inline(title)}\n\n" + md_table(headers, rows, right))
     warnings = _warnings(plan)
     if warnings:
-        parts.append("\n".join(f"- {w}" for w in warnings) + "\n")
+        parts.append("\n".join(f"- {inline(w)}" for w in warnings) + "\n")
     return "\n".join(parts)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpupool.present.tables import text_table
+from gpupool.present.text import safe
 
 _SHOWN = 6  # tenant names shown per stack; the rest are counted
 
@@ -38,4 +39,5 @@ def table(doc: dict, *, with_states: bool) -> str:
             out += "".join(f"  {s['stack']}: releases {_names(s['leaving'])}\n" for s in moving)
         else:
             out += "\nNo tenant moves between stacks: one pass.\n"
-    return out
+    # Stack and tenant names come from files and --states: no escape sequence of theirs reaches the terminal.
+    return "\n".join(safe(line) for line in out.split("\n"))

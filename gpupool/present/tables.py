@@ -1,12 +1,19 @@
-"""The one table helper: aligned text columns and GitHub markdown tables."""
+"""The one table helper: aligned text columns and GitHub markdown tables.
+
+Cells may hold text from a spec: text tables show it through `safe` (no escape sequence reaches a terminal),
+markdown tables through `markdown.cell` (no cell text ends a row or adds a block)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gpupool.present.markdown import cell
+from gpupool.present.text import safe
+
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> str:
     """Aligned columns separated by two spaces; columns in `right` are right-aligned (numbers)."""
+    rows = [[safe(c) for c in r] for r in rows]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
 
     def line(cells):
@@ -16,12 +23,8 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Seq
     return "\n".join([line(headers)] + [line(r) for r in rows]) + "\n"
 
 
-def md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> str:
     sep = ["---:" if i in right else "---" for i in range(len(headers))]
-    lines = ["| " + " | ".join(md_escape(h) for h in headers) + " |", "| " + " | ".join(sep) + " |"]
-    lines += ["| " + " | ".join(md_escape(c) for c in r) + " |" for r in rows]
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "| " + " | ".join(sep) + " |"]
+    lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
     return "\n".join(lines) + "\n"

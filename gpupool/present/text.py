@@ -1,8 +1,19 @@
-"""Small wording helpers shared by every command's output."""
+"""Small wording helpers shared by every command's output, and `safe`, the one terminal escaper."""
 
 from __future__ import annotations
 
+from gpupool.spec.diagnostics import printable
+
 WARN = "⚠"  # printed as "!" where stdout cannot encode it (gpupool.cli.console)
+
+
+def safe(text: object) -> str:
+    """TEXT for a terminal or a log: control characters (C0 such as ESC, CR, backspace and newline; DEL; C1
+    such as CSI), Unicode line separators and bidirectional overrides written as visible escapes (`\\x1b`,
+    `\\n`, `\\u202e`), so that no escape sequence reaches the terminal, no carriage return overwrites a line
+    and no newline forges one. Applied to every line a command prints that holds text from a spec (tenant
+    files are untrusted input); gpupool.present.markdown escapes the same way for pull-request comments."""
+    return printable(str(text))
 
 
 def plural(n: int, noun: str, plural_form: str | None = None) -> str:

@@ -76,7 +76,7 @@ class Client:
         except KubeAPIError:
             raise
         except (OSError, http.client.HTTPException, ValueError) as err:
-            raise KubeAPIError(f"{self.request(method, path)}: {_reason(err)}") from None
+            raise KubeAPIError(f"{self.request(method, path)}: {_reason(err)} (the server of {self.where})") from None
 
     def _read(self, resp: Any, method: str, path: str) -> bytes:
         raw = resp.read(MAX_ANSWER_BYTES + 1)

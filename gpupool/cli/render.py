@@ -66,7 +66,10 @@ def run(args) -> int:
         # A path, never contents (which the library also takes): absolute, so that none reads as contents.
         if "\n" in kubeconfig or not kubeconfig.strip():
             raise UsageError("--kubeconfig takes the path of a kubeconfig file")
-        kubeconfig = str(Path(kubeconfig).expanduser().absolute())
+        try:
+            kubeconfig = str(Path(kubeconfig).expanduser().absolute())
+        except RuntimeError:  # ~user of no such user
+            raise UsageError("--kubeconfig: no such user's home directory") from None
     try:
         kept = mig_in_use.read_kept_for(spec, kubeconfig, args.context) if kubeconfig else None
     except mig_in_use.LiveReadError as exc:

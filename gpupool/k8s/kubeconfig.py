@@ -123,7 +123,7 @@ def load(kubeconfig: str | None) -> tuple[dict[str, Any], Path, str]:
     if "\n" in kubeconfig or kubeconfig.lstrip().startswith("{"):
         text, base, label = kubeconfig, Path.cwd(), "the kubeconfig given as contents"
     else:
-        path = Path(kubeconfig).expanduser()
+        path = _expand(Path(kubeconfig), "kubeconfig")
         label = f"kubeconfig {_shown_path(path)}"
         text = _read(path, label).decode("utf-8", errors="replace")
         base = path.parent
@@ -133,7 +133,10 @@ def load(kubeconfig: str | None) -> tuple[dict[str, Any], Path, str]:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None)
-        what = f" ({problem})" if isinstance(problem, str) and problem.isprintable() and len(problem) < 80 else ""
+        # The parser's problem, unless it quotes the text (an undefined alias or an unknown tag is quoted, and
+        # `token: *SECRET` is one): only a problem with no quote in it is shown.
+        shown = isinstance(problem, str) and problem.isprintable() and len(problem) < 80
+        what = f" ({problem})" if shown and not any(q in problem for q in "'\"`") else ""
         # Not str(exc): the parser quotes the offending line, which may be the token's.
         raise KubeconfigError(f"{label} is not valid YAML{at}{what}; its text is not shown here") from None
     except (ValueError, RecursionError):  # a timestamp like 2001-02-30, absurd nesting
@@ -145,8 +148,17 @@ def load(kubeconfig: str | None) -> tuple[dict[str, Any], Path, str]:
     return data, base, label
 
 
+def _expand(path: Path, what: str) -> Path:
+    try:
+        return path.expanduser()
+    except RuntimeError:  # ~user of no such user
+        raise KubeconfigError(f"{what} {_shown_path(path)}: no such user's home directory") from None
+
+
 def _read(path: Path, what: str) -> bytes:
     """A file's bytes (capped), or a KubeconfigError naming WHAT and the reason (never its contents)."""
+    if "\0" in str(path):
+        raise KubeconfigError(f"{what}: a path cannot hold a NUL character")
     try:
         if not path.exists():
             raise KubeconfigError(f"{what}: no such file")
@@ -209,7 +221,7 @@ def _b64(value: Any, field_name: str, where: str) -> bytes:
 def _path(base: Path, value: Any, field_name: str, where: str) -> Path:
     if not isinstance(value, str):
         raise KubeconfigError(f"{where}: {field_name} must be a path")
-    p = Path(value).expanduser()
+    p = _expand(Path(value), f"{where}: {field_name}")
     return p if p.is_absolute() else base / p
 
 
@@ -230,6 +242,9 @@ def _static(user: dict[str, Any], base: Path, where: str) -> tuple[str, tuple[st
     # Registered before anything is checked: whatever is wrong next, they are secrets.
     for secret_field in ("token", "password", "client-key-data"):
         redact.register(user.get(secret_field))
+    env = user.get("exec", {}).get("env") if isinstance(user.get("exec"), dict) else None
+    for entry in env if isinstance(env, list) else []:  # whether the plugin runs or not
+        redact.register(entry.get("value") if isinstance(entry, dict) else None)
     if "auth-provider" in user:
         raise KubeconfigError(
             f"{where}: auth-provider credentials are not supported by gpupool; use an exec plugin, a token or a "

@@ -135,8 +135,9 @@ def load(kubeconfig: str | None) -> tuple[dict[str, Any], Path, str]:
         problem = getattr(exc, "problem", None)
         # The parser's problem, unless it quotes the text (an undefined alias or an unknown tag is quoted, and
         # `token: *SECRET` is one): only a problem with no quote in it is shown.
-        shown = isinstance(problem, str) and problem.isprintable() and len(problem) < 80
-        what = f" ({problem})" if shown and not any(q in problem for q in "'\"`") else ""
+        what = ""
+        if isinstance(problem, str) and problem.isprintable() and len(problem) < 80:
+            what = "" if any(q in problem for q in "'\"`") else f" ({problem})"
         # Not str(exc): the parser quotes the offending line, which may be the token's.
         raise KubeconfigError(f"{label} is not valid YAML{at}{what}; its text is not shown here") from None
     except (ValueError, RecursionError):  # a timestamp like 2001-02-30, absurd nesting

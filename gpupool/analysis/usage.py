@@ -15,6 +15,8 @@ pool cost over the range.
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC
@@ -25,6 +27,21 @@ from gpupool.monitoring import promql as q
 SCHEMA_VERSION = 1
 OTHER = "(other namespaces)"  # GPU pods outside gpupool's tenants: charged, not to a tenant
 UNKNOWN_POOL = "(unknown pool)"
+
+
+class UsageDataError(ValueError):
+    """Prometheus' series cannot be turned into a report: a sample that is not a finite, non-negative number,
+    a total that overflows, or a MIG profile the spec's pool no longer has. The message names the series."""
+
+
+def series_name(labels: Mapping[str, str], limit: int = 300) -> str:
+    """A series as PromQL writes it, `{namespace="a", node="n1"}`: label values escaped (they come from the
+    server), the whole cut at LIMIT characters."""
+    from gpupool.spec.diagnostics import printable
+
+    text = "{" + ", ".join(f"{printable(str(k))}={json.dumps(str(v))}" for k, v in sorted(labels.items())) + "}"
+    text = printable(text)
+    return text if len(text) <= limit else text[:limit] + "...}"
 
 
 @dataclass(frozen=True)
@@ -157,10 +174,22 @@ class Weights:
     def unit(self, pool: str, resource: str) -> float | None:
         return self._unit.get((pool, resource))
 
-    def device(self, pool: str, profile: str) -> float:
+    def device(self, pool: str, profile: str, series: Series | None = None) -> float:
         if not profile:
             return 1.0
-        return float(self.pools[pool].device_gpu_fraction(m.mig_resource(profile)))
+        p = self.pools[pool]
+        if profile not in {name for group in p.sharing.mig for name in group.layout}:
+            # A MIG layout changed within the range: its old instances have no weight in the spec as it is now
+            # (pricing across a re-layout needs the layout's history).
+            from gpupool.spec.diagnostics import printable
+
+            raise UsageDataError(
+                f"Prometheus' series {series_name(series.labels) if series else '(unnamed)'}: MIG profile "
+                f"{json.dumps(printable(profile))[:80]} is not in pool {p.name}'s layout in the spec; was the "
+                "pool re-laid out within the range? gpupool weighs usage with the spec's current layout: give a "
+                "--start after the re-layout"
+            )
+        return float(p.device_gpu_fraction(m.mig_resource(profile)))
 
     def shared(self, pool: str) -> bool:
         return self.pools[pool].sharing.software_shared
@@ -187,6 +216,9 @@ def compute(
 ) -> UsageReport:
     from gpupool.analysis import plan as capacity_plan
 
+    allocated, used, devices = (
+        checked(what, list(ss)) for what, ss in (("allocated", allocated), ("used", used), ("devices", devices))
+    )
     w = Weights(spec, node_pools(pool_labels))
     plan = capacity_plan.compute(spec)
     hours_per_step = window.step / 3600
@@ -219,7 +251,7 @@ def compute(
         pool = w.pool_of(node, resource)
         weight = w.unit(pool, resource) if pool else None
         if pool is None or weight is None:
-            unattributed += sum(v for _, v in in_window(s.samples)) * hours_per_step
+            unattributed += finite(s, sum(v for _, v in in_window(s.samples)) * hours_per_step)
             continue
         acc = account(ns)
         steps = per_step.setdefault(acc.namespace or OTHER, {})
@@ -227,7 +259,7 @@ def compute(
         for ts, v in in_window(s.samples):
             steps[ts] = steps.get(ts, 0.0) + v * weight
             total += v * weight
-        hours = total * hours_per_step
+        hours = finite(s, total * hours_per_step)
         acc.allocated_hours += hours
         a, u = acc.by_pool.get(pool, (0.0, 0.0))
         acc.by_pool[pool] = (a + hours, u)
@@ -245,7 +277,7 @@ def compute(
         if ns == spec.cluster.operator.namespace or not ns:
             continue  # a device no pod holds: its series keeps the exporter's own namespace (honorLabels)
         held = tenants.get(ns, other)
-        hours = sum(v for _, v in in_window(s.samples)) * w.device(pool, profile) * hours_per_step
+        hours = finite(s, sum(v for _, v in in_window(s.samples)) * w.device(pool, profile, s) * hours_per_step)
         held.used_hours += hours
         a, u = held.by_pool.get(pool, (0.0, 0.0))
         held.by_pool[pool] = (a, u + hours)
@@ -255,7 +287,9 @@ def compute(
         if pool is None:
             continue
         profile = s.labels.get("GPU_I_PROFILE", "")
-        pools[pool].used_hours += sum(v for _, v in in_window(s.samples)) * w.device(pool, profile) * hours_per_step
+        pools[pool].used_hours += finite(
+            s, sum(v for _, v in in_window(s.samples)) * w.device(pool, profile, s) * hours_per_step
+        )
 
     def charge(acc: TenantUsage) -> float | None:
         money = [pools[p].money(a) for p, (a, _) in acc.by_pool.items() if p in pools]
@@ -274,7 +308,7 @@ def compute(
         c.used_hours += acc.used_hours
         if acc.charge is not None:
             c.charge = (c.charge or 0.0) + acc.charge
-    return UsageReport(
+    report = UsageReport(
         spec.cluster.name,
         prometheus,
         window,
@@ -284,6 +318,65 @@ def compute(
         other,
         unattributed,
     )
+    overflowed = not_finite(to_json(report))
+    if overflowed:
+        raise UsageDataError(
+            f"the report's {overflowed} is not a finite number: Prometheus' samples are too large to add up "
+            "(each is finite, their sum is not)"
+        )
+    return report
+
+
+def checked(what: str, series: list[Series]) -> list[Series]:
+    """SERIES, every sample a finite, non-negative number (GPU requests and engine activity cannot be
+    anything else); UsageDataError naming the first series with another."""
+    for s in series:
+        for t, v in s.samples:
+            if not (math.isfinite(t) and math.isfinite(v) and v >= 0):
+                kind = (
+                    "NaN"
+                    if v != v
+                    else "infinite"
+                    if not math.isfinite(v)
+                    else "negative"
+                    if v < 0
+                    else "at no finite time"
+                )
+                raise UsageDataError(
+                    f"Prometheus answered a {kind} sample for the {what} series {series_name(s.labels)}: "
+                    "GPU requests and activity are finite and never negative, so no usage is reported from it"
+                )
+    return series
+
+
+def finite(series: Series, x: float) -> float:
+    """X, a series' total; UsageDataError naming the series when its samples overflow."""
+    if not math.isfinite(x):
+        raise UsageDataError(
+            f"the samples of {series_name(series.labels)} add up to more than a number can hold: "
+            "Prometheus answered values no GPU request or activity has"
+        )
+    return x
+
+
+def not_finite(doc: object, path: str = "") -> str | None:
+    """The path of the first figure of DOC (to_json's document) that is not a finite number, or None."""
+    if isinstance(doc, float):
+        return None if math.isfinite(doc) else path or "figure"
+    if isinstance(doc, dict):
+        items: Iterable[tuple[str, object]] = ((f"{path}.{k}" if path else str(k), v) for k, v in doc.items())
+    elif isinstance(doc, list):  # a tenant, pool or cost centre by its name (from the spec), else its index
+        items = (
+            (f"{path}[{v['name'] if isinstance(v, dict) and isinstance(v.get('name'), str) else i}]", v)
+            for i, v in enumerate(doc)
+        )
+    else:
+        return None
+    for p, v in items:
+        found = not_finite(v, p)
+        if found:
+            return found
+    return None
 
 
 # -- JSON (docs/monitoring.md "gpupool usage -o json") ------------------------------------------------------

@@ -159,7 +159,7 @@ def format_markdown(r) -> str:
 def format_json(r) -> str:
     from gpupool.analysis.usage import to_json
 
-    return json.dumps(to_json(r), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(to_json(r), indent=2, ensure_ascii=False, allow_nan=False) + "\n"  # never NaN or Infinity
 
 
 CSV_COLUMNS = [

@@ -95,7 +95,7 @@ def test_plan_and_diff_show_the_maximums():
     }
     d = diffmod.compute(base, head)
     (change,) = [t for t in d.tenants if t.name == "team-a"]
-    assert "max per pod nvidia.com/gpu - → 2" in [x.text for x in change.details]
+    assert "max per pod nvidia.com/gpu no limit → 2" in [x.text for x in change.details]
     assert any(o.file == "tenant-team-a-max-per-pod.yaml" and o.kind == "changed" for o in d.objects)
     removed = diffmod.compute(
         head,

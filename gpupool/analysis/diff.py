@@ -105,6 +105,31 @@ class Detail:
 
 
 @dataclass(frozen=True)
+class TierRaise:
+    """A tenant moved to a tier of higher priority: what its workloads gain."""
+
+    tier_before: str
+    tier_after: str
+    priority_before: int
+    priority_after: int
+    # HEAD's tiers whose workloads its pods can now preempt (priority below its own, and not below it before)
+    preempts: tuple[str, ...]
+    preemption_policy: str  # the new tier's PriorityClass preemptionPolicy ("Never": it queues ahead, no eviction)
+    queueing: bool = False  # HEAD has a `queueing:` block: Kueue admits and preempts by the same priority
+    cohort_before: str | None = None  # its ClusterQueue's cohort (None: no queueing, or an isolated tier)
+    cohort_after: str | None = None
+
+
+@dataclass(frozen=True)
+class LimitLift:
+    """A per-pod GPU maximum that rises or goes (after None: no limit)."""
+
+    resource: str
+    before: int
+    after: int | None
+
+
+@dataclass(frozen=True)
 class TenantChange:
     name: str
     kind: Kind
@@ -124,6 +149,8 @@ class TenantChange:
     owner_role_before: str = ""
     # Owners that are ServiceAccounts of another namespace (NAMESPACE/NAME): a workload elsewhere gets the role.
     foreign_service_accounts: tuple[str, ...] = ()
+    tier_raise: TierRaise | None = None  # changed tenants: a tier of higher priority
+    max_per_pod_lifts: tuple[LimitLift, ...] = ()  # changed tenants: per-pod maximums raised or removed
 
     @property
     def aspects(self) -> frozenset[Aspect]:
@@ -300,6 +327,8 @@ class Risk(StrEnum):
     QUEUEING_OFF = "queueingOff"  # turned off: the queues go, ResourceQuotas shrink back to the grants
     NOMINAL_REDUCED = "nominalReduced"  # a tenant's guaranteed Kueue quota shrinks on some flavor
     PREEMPTION_EXPOSED = "preemptionExposed"  # a tier's queue policy lets its (or others') workloads be preempted more
+    TIER_RAISED = "tierRaised"  # a tenant moves to a tier of higher priority: it can preempt more workloads
+    MAX_PER_POD_LIFTED = "maxPerPodLifted"  # a tenant's per-pod GPU maximum rises or goes
 
 
 @dataclass(frozen=True)
@@ -395,6 +424,8 @@ class SpecDiff:
             (Risk.QUEUEING_OFF, [q.tenant for q in self.queues.tenants] if self.queues.turned_off else []),
             (Risk.NOMINAL_REDUCED, [q.tenant for q in self.queues.tenants if q.reduced]),
             (Risk.PREEMPTION_EXPOSED, list(dict.fromkeys(t.tier for t in self.queues.exposing))),
+            (Risk.TIER_RAISED, [x.name for x in t if x.kind == Kind.CHANGED and x.tier_raise]),
+            (Risk.MAX_PER_POD_LIFTED, [x.name for x in t if x.kind == Kind.CHANGED and x.max_per_pod_lifts]),
         ]
         out = [Alert(risk, tuple(names), len(names)) for risk, names in found if names]
         unnamed = sum(c.node_count for c in self.evicting if not c.nodes)
@@ -474,7 +505,8 @@ def _details(base: m.Spec, head: m.Spec, b: m.Tenant, a: m.Tenant) -> list[Detai
             else Detail(Aspect.RESTORED, "no longer offboarded: quota restored, namespace protected again")
         )
     if b.tier != a.tier:
-        out.append(Detail(Aspect.TIER, f"tier {b.tier} → {a.tier}"))
+        raised = tier_raise(base, head, b, a)
+        out.append(Detail(Aspect.TIER, f"tier {b.tier} → {a.tier}" + (f" ({raise_text(raised)})" if raised else "")))
     if b.owner_role != a.owner_role:
         out.append(
             Detail(
@@ -497,8 +529,86 @@ def _details(base: m.Spec, head: m.Spec, b: m.Tenant, a: m.Tenant) -> list[Detai
         out.append(Detail(Aspect.LABELS, "namespace labels changed"))
     mb, ma = base.max_per_pod(b), head.max_per_pod(a)
     if mb != ma:
-        out.append(Detail(Aspect.MAX_PER_POD, "max per pod " + _pairs(mb, ma)))
+        out.append(
+            Detail(
+                Aspect.MAX_PER_POD,
+                "max per pod "
+                + ", ".join(
+                    f"{r} {_limit(mb.get(r))} → {_limit(ma.get(r))}"
+                    for r in sorted(set(mb) | set(ma))
+                    if mb.get(r) != ma.get(r)
+                ),
+            )
+        )
     return out
+
+
+def _limit(n: int | None) -> str:
+    return "no limit" if n is None else f"{n:,}"
+
+
+def tier_raise(base: m.Spec, head: m.Spec, b: m.Tenant, a: m.Tenant) -> TierRaise | None:
+    """What a tenant gains by its tier change, if it is a raise: a higher priority, or workloads of more tiers
+    it can preempt (pods preempt pods of strictly lower priority unless their PriorityClass says Never)."""
+    tb, ta = base.tier(b.tier), head.tier(a.tier)
+    if tb is None or ta is None or b.tier == a.tier:
+        return None
+
+    def preemptible(spec: m.Spec, tier: m.Tier) -> set[str]:
+        if tier.preemption_policy == "Never":
+            return set()
+        return {t.name for t in spec.tiers if t.priority < tier.priority}
+
+    gained = preemptible(head, ta) - preemptible(base, tb)
+    if ta.priority <= tb.priority and not gained:
+        return None
+    order = {t.name: -t.priority for t in head.tiers}
+    cohort_b = base.queueing.cohort_of(b.name, b.tier) if base.queueing else None
+    cohort_a = head.queueing.cohort_of(a.name, a.tier) if head.queueing else None
+    return TierRaise(
+        tb.name,
+        ta.name,
+        tb.priority,
+        ta.priority,
+        tuple(sorted(gained, key=lambda n: (order.get(n, 0), n))),
+        ta.preemption_policy,
+        head.queueing is not None,
+        cohort_b,
+        cohort_a,
+    )
+
+
+def raise_text(r: TierRaise) -> str:
+    """What the tenant gains, in words every format shows."""
+    parts = [f"priority {r.priority_before:,} → {r.priority_after:,}"]
+    if r.preempts:
+        which = "tier" if len(r.preempts) == 1 else "tiers"
+        parts.append(f"its pods can now preempt the workloads of {which} {', '.join(r.preempts)}")
+    elif r.preemption_policy == "Never":
+        parts.append("its pods are scheduled ahead of lower tiers' (preemptionPolicy Never: they evict nothing)")
+    parts.append(f"it may use PriorityClass {r.tier_after}")
+    if r.queueing:
+        parts.append(
+            f"Kueue: its Jobs may use WorkloadPriorityClass {r.tier_after}, its ClusterQueue takes tier "
+            f"{r.tier_after}'s queue policy, and its nominal quota is placed before lower tiers' (theirs can shrink)"
+        )
+        if r.cohort_before != r.cohort_after:
+            parts.append(f"its ClusterQueue moves from {_cohort(r.cohort_before)} to {_cohort(r.cohort_after)}")
+    return "; ".join(parts)
+
+
+def _cohort(name: str | None) -> str:
+    return "no cohort (isolated)" if name is None else f"cohort {name}"
+
+
+def max_per_pod_lifts(base: m.Spec, head: m.Spec, b: m.Tenant, a: m.Tenant) -> tuple[LimitLift, ...]:
+    """Per-pod maximums that rise or go: the tenant's own, its tier's default (a tier changed, or its tier's
+    maxPerPod changed), or its own removed so that a higher tier default or none applies. An offboarded
+    tenant has no maximum but no quota either: not a lift."""
+    if a.offboarded:
+        return ()
+    mb, ma = base.max_per_pod(b), head.max_per_pod(a)
+    return tuple(LimitLift(r, n, ma.get(r)) for r, n in sorted(mb.items()) if ma.get(r) is None or ma[r] > n)
 
 
 def tenant_changes(base: m.Spec | None, head: m.Spec | None) -> list[TenantChange]:
@@ -557,6 +667,8 @@ def tenant_changes(base: m.Spec | None, head: m.Spec | None) -> list[TenantChang
                         owners_before=tuple(b.owners),
                         owner_role_before=b.owner_role,
                         **_access(a),
+                        tier_raise=tier_raise(base, head, b, a),
+                        max_per_pod_lifts=max_per_pod_lifts(base, head, b, a),
                     )
                 )
     return out

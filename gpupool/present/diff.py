@@ -23,6 +23,7 @@ from gpupool.analysis.diff import (
     Namespace,
     Risk,
     UnknownCause,
+    raise_text,
 )
 from gpupool.present.markdown import code, fenced, inline, mermaid_text
 from gpupool.present.numbers import signed
@@ -142,7 +143,13 @@ def _tenant_row(t) -> _Row:
         )
     if t.kind == Kind.REMOVED:
         return _Row("⚠", _removal_text(t), RANK_TENANT_RISK, markdown=_removal_text(t, md=True))
-    risky = t.access_changed or t.offboarding or bool(t.foreign_service_accounts)
+    risky = (
+        t.access_changed
+        or t.offboarding
+        or bool(t.foreign_service_accounts)
+        or t.tier_raise is not None
+        or bool(t.max_per_pod_lifts)
+    )
     rank = RANK_TENANT_RISK if risky else RANK_METADATA if t.metadata_only else RANK_QUOTA
     return _Row("⚠" if risky else "~", f"{t.name}: " + _change_text(t), rank)
 
@@ -522,6 +529,8 @@ def _risk_phrase(d, a) -> str:
         Risk.QUEUEING_OFF: f"turns Kueue queueing off ({_plural(n, 'queue')} deleted)",
         Risk.NOMINAL_REDUCED: f"reduces the guaranteed Kueue quota of {_plural(n, 'tenant')}",
         Risk.PREEMPTION_EXPOSED: f"exposes the workloads of {_plural(n, 'tier')} to more preemption",
+        Risk.TIER_RAISED: f"raises the tier (priority) of {_plural(n, 'tenant')}",
+        Risk.MAX_PER_POD_LIFTED: f"lifts the per-pod GPU maximum of {_plural(n, 'tenant')}",
     }[a.risk]
 
 
@@ -560,7 +569,13 @@ _ALERT_TITLE = {
     Risk.QUEUEING_OFF: "Kueue queueing turned off: queues deleted, ResourceQuotas shrink to the grants",
     Risk.NOMINAL_REDUCED: "guaranteed (nominal) Kueue quota shrinks: usage above it is preemptible on reclaim",
     Risk.PREEMPTION_EXPOSED: "tier queue policy allows more preemption",
+    Risk.TIER_RAISED: "tier raised: its pods can preempt more workloads",
+    Risk.MAX_PER_POD_LIFTED: "per-pod GPU maximum raised or removed",
 }
+
+
+def _lift_limit(n: int | None) -> str:
+    return "no limit" if n is None else f"{n:,}"
 
 
 def alert_lines(d, names: int = 10) -> list[tuple[str, str]]:
@@ -580,6 +595,22 @@ def alert_lines(d, names: int = 10) -> list[tuple[str, str]]:
         elif a.risk == Risk.NOMINAL_REDUCED:
             queues = {q.tenant: q for q in d.queues.tenants}
             what = [f"{n} ({reduced_text(queues[n])})" for n in a.names]
+        elif a.risk == Risk.TIER_RAISED:
+            what = [
+                f"{n} (tier {r.tier_before} → {r.tier_after}; {raise_text(r)})"
+                for n in a.names
+                if (r := by_name[n].tier_raise) is not None
+            ]
+        elif a.risk == Risk.MAX_PER_POD_LIFTED:
+            what = [
+                f"{n} ("
+                + ", ".join(
+                    f"{x.resource} {_lift_limit(x.before)} → {_lift_limit(x.after)}"
+                    for x in by_name[n].max_per_pod_lifts
+                )
+                + ")"
+                for n in a.names
+            ]
         elif a.risk == Risk.PREEMPTION_EXPOSED:
             what = [
                 f"{n} ("

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpupool.monitoring.duration import DurationError, parse_ms
 from gpupool.monitoring.objects import RESOURCE_NAMES_ENV, VIRTUAL_GPUS_ENV
 from gpupool.rules.registry import Context, rule
 
@@ -102,3 +103,35 @@ def custom_counters(ctx: Context) -> None:
             "DCGM_FI_DEV_XID_ERRORS in it, or gpupool usage and the idle and XID alerts have no data",
             key=True,
         )
+
+
+# Every field the schema types as a duration ($defs/duration) is handed to Prometheus as a rule's `for:`, which
+# it reads with prometheus/common model/time.go ParseDuration (commit d2417e2, lines 199-253: units in order,
+# lines 238-240; "duration out of range" above 2^63-1 ns, lines 243-249). gpupool.monitoring.duration holds
+# that grammar; tests/test_monitoring_durations.py checks every $defs/duration field is listed here.
+DURATIONS = (
+    ("monitoring", "alerts", "idleFor"),
+    ("monitoring", "alerts", "pendingFor"),
+    ("monitoring", "alerts", "migStuckFor"),
+)
+
+
+@rule("GP163", "an alert duration Prometheus cannot read")
+def prometheus_durations(ctx: Context) -> None:
+    """Prometheus reads a rule's `for:` with its own duration grammar (prometheus/common model/time.go,
+    ParseDuration): units y, w, d, h, m, s, ms each at most once, biggest first, and at most 2^63-1 ns. It
+    refuses a rule file holding one it cannot read, and with it every gpupool alert and recording rule.
+
+    Passes:
+        monitoring: {enabled: true, alerts: {pendingFor: 1h30m}}
+    Fails:
+        monitoring: {enabled: true, alerts: {pendingFor: 30m2h}}
+    """
+    for path in DURATIONS:
+        value = _get(ctx.data, *path)
+        if not isinstance(value, str) or not ctx.usable(path):
+            continue
+        try:
+            parse_ms(value)
+        except DurationError as e:
+            ctx.error(path, f"must be a Prometheus duration ({e}); Prometheus refuses the whole rule file otherwise")

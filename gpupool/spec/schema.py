@@ -39,6 +39,8 @@ _PATTERN_HINTS = {
     "Ti, Pi, Ei or an exponent such as e3 (examples: 500m, 2, 1.5, 512Mi, 16Gi, 250n)",
     "^nvidia\\.com/[A-Za-z0-9][-A-Za-z0-9_.+]*$": "must be an NVIDIA resource name such as nvidia.com/gpu, "
     "nvidia.com/mig-1g.10gb or nvidia.com/gpu.shared",
+    "^(0|([0-9]+(ms|s|m|h|d|w|y))+)$": "must be a Prometheus duration: a number and a unit, repeated with units "
+    "from the largest (y, w, d, h, m, s, ms), e.g. 30m, 2h, 1h30m; 0 alone for none",
 }
 _TYPE_NAMES = {
     "object": "a mapping",

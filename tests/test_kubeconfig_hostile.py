@@ -548,3 +548,13 @@ def test_render_names_a_missing_kubeconfig(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 1 and f"kubeconfig {tmp_path / 'absent'}: no such file" in err, err
     assert not out.exists()
+
+
+def test_a_plugins_stderr_tail_is_its_last_lines_on_one_line_capped_and_masked():
+    from gpupool.k8s import exec_credential
+
+    noise = "\n".join(f"line {i} \x1b[1mbold\x1b[0m\t\x07" for i in range(1000))
+    said = exec_credential.tail(noise + f"\nsecret {CANARY}\n\nrun `aws sso login`\n", [CANARY])
+    assert said.endswith("secret <redacted> | run `aws sso login`"), said
+    assert len(said) <= exec_credential.STDERR_CHARS and said.isprintable() and "line 994" not in said, said
+    assert said.startswith("line 997 bold | line 998 bold"), said

@@ -112,7 +112,8 @@ def load(kubeconfig: str | None) -> tuple[dict[str, Any], Path, str]:
         env = os.environ.get("KUBECONFIG", "")
         paths = [p for p in env.split(os.pathsep) if p]
         if paths:
-            found = next((p for p in paths if Path(p).expanduser().is_file()), None)
+            # client-go merges every file $KUBECONFIG names; gpupool reads the first that exists.
+            found = next((p for p in paths if _is_file(p)), None)
             if found is None:
                 raise KubeconfigError(f"no file $KUBECONFIG names exists ({', '.join(paths)})")
             kubeconfig = found
@@ -147,6 +148,13 @@ def load(kubeconfig: str | None) -> tuple[dict[str, Any], Path, str]:
     if not isinstance(data, dict):
         raise KubeconfigError(f"{label} is not a kubeconfig (a mapping with clusters, contexts and users)")
     return data, base, label
+
+
+def _is_file(value: str) -> bool:
+    try:
+        return Path(value).expanduser().is_file()
+    except (OSError, RuntimeError, ValueError):
+        return False
 
 
 def _expand(path: Path, what: str) -> Path:

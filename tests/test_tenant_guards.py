@@ -72,3 +72,19 @@ def test_plan_says_a_tier_is_a_ceiling(tmp_path, capsys):
     assert main(["plan", str(tmp_path / "spec.yaml")]) == 0
     out = capsys.readouterr().out
     assert "tiers are ceilings: a pod without priorityClassName runs at priority 0" in out
+
+
+def test_a_tenant_raised_to_the_top_tier_loses_its_guard_quota_rather_than_keeping_it(tmp_path):
+    """The quota names the tiers above the tenant's; in the top tier there are none, so it leaves the spec.
+    Retained (as the tenant's other objects are), the old quota would stay in the cluster and refuse the
+    tenant's pods at the tier it was just given. The guard policy, which is retained, still bounds it."""
+    objects = _objects(tmp_path)
+    bottom_guard = objects["tenant-bottom-priority-guard"]
+    assert bottom_guard.manifest["spec"]["scopeSelector"]["matchExpressions"][0]["values"] == ["high"]
+    assert "tenant-top-priority-guard" not in objects  # the top tier has no tier above it
+    (tmp_path / "spec.yaml").write_text(SPEC.replace("{name: bottom, tier: low", "{name: bottom, tier: high"))
+    raised = {o.name for o in manifests.build(load_valid_spec(tmp_path / "spec.yaml")).objects}
+    assert "tenant-bottom-priority-guard" not in raised
+    # Removed from the spec, pulumi deletes it: it must not be retained.
+    assert not bottom_guard.retain_on_delete
+    assert objects["tenant-bottom-priority-guard-policy"].retain_on_delete

@@ -565,9 +565,15 @@ def tenant_objects(spec: m.Spec, tenant: m.Tenant, quoted: list[str], kq: QueueO
     # namespace without its quota could take every GPU). Only an offboarded tenant may be deleted.
     # The owners' binding is the exception: retained, a replaced binding (ownerRole admin -> view) would keep
     # granting the old role. Without it a removed tenant's namespace, quotas and workloads all stay.
+    # The priority-guard quota is the other: it leaves the spec when the tenant's tier becomes the top one,
+    # and retained it would go on refusing the tier the tenant now has (the guard policy, retained, still
+    # bounds a removed tenant's priority).
     keep = not tenant.offboarded
     return [
-        dataclasses.replace(obj, retain_on_delete=keep and obj.kind != "RoleBinding") for obj in out
+        dataclasses.replace(
+            obj, retain_on_delete=keep and obj.kind != "RoleBinding" and obj.name != f"{base}-priority-guard"
+        )
+        for obj in out
     ] + max_per_pod_objects(spec, tenant)
 
 

@@ -101,3 +101,50 @@ def test_the_repository_readme_steps_name_real_commands(tmp_path):
     for command in ("gpupool validate", "gpupool plan", "gpupool stacks preview", "gpupool tenant new"):
         assert command in readme
     assert Path(repo / "stacks" / "dev" / "spec.yaml").read_text().startswith("# yaml-language-server: $schema=")
+
+
+def _tree(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("git", ["directory", "gitfile"])
+def test_init_accepts_a_freshly_cloned_empty_repository_and_leaves_git_alone(tmp_path, git):
+    """`git clone` of a new, empty repository leaves a directory holding only .git (a gitfile with
+    --separate-git-dir or in a worktree): that is where a team runs init. Nothing is written into .git."""
+    repo = tmp_path / "gpu-team"
+    repo.mkdir()
+    if git == "directory":
+        (repo / ".git" / "refs" / "heads").mkdir(parents=True)
+        (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+        (repo / ".git" / "config").write_text("[core]\n\trepositoryformatversion = 0\n")
+        before = _tree(repo / ".git")
+    else:
+        (repo / ".git").write_text("gitdir: ../gpu-team.git\n")
+    assert _init(str(repo)) == 0
+    assert (repo / "stacks" / "dev" / "spec.yaml").is_file() and (repo / "Pulumi.yaml").is_file()
+    if git == "directory":
+        assert _tree(repo / ".git") == before
+    else:
+        assert (repo / ".git").read_text() == "gitdir: ../gpu-team.git\n"
+
+
+def test_init_still_refuses_git_beside_anything_else_or_as_a_link(tmp_path, capsys):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / ".git").mkdir()
+    (other / "README.md").write_text("keep")
+    assert _init(str(other)) == 2
+    assert sorted(p.name for p in other.iterdir()) == [".git", "README.md"]
+    assert "not an empty directory" in capsys.readouterr().err
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", linked / ".git")  # a link named .git is no clone's
+    assert _init(str(linked)) == 2
+    assert [p.name for p in linked.iterdir()] == [".git"] and list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_the_scaffold_writes_nothing_under_git():
+    from gpupool.scaffold import files
+
+    assert not [p for p in files("p", "0.1.0") if p == ".git" or p.startswith(".git/")]

@@ -1,8 +1,9 @@
 """`gpupool init DIR`: scaffold a platform team's own repository (gpupool/scaffold.py has the files).
 
-DIR must not exist or be empty; every file is created through gpupool.safe_write (no link followed, never
+DIR must not exist, be empty, or hold only `.git` (a freshly cloned empty repository); every file is created through gpupool.safe_write (no link followed, never
 over an existing file), then the new stack is validated and the next steps printed.
 Exit status: 0 = written and valid, 1 = a path was refused, 2 = usage error (DIR not empty).
+Nothing is written into .git: no scaffolded file is under it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ def register(sub) -> None:
     p = sub.add_parser(
         "init",
         help="scaffold a team repository: Pulumi project, a stack with a spec and one tenant, CI workflow",
-        description="Write a new gpupool repository into DIR (which must not exist or be empty): Pulumi.yaml "
+        description="Write a new gpupool repository into DIR (which must not exist, be empty or hold only .git, as a "
+        "freshly cloned empty repository does): Pulumi.yaml "
         "and __main__.py (gpupool.pulumi.GpuPlatform), requirements.txt, stacks/Pulumi.STACK.yaml, "
         "stacks/STACK/spec.yaml with one tenant, the schemas, .github/workflows/gpupool.yml and a README.",
     )
@@ -28,13 +30,17 @@ def run(args) -> int:
     from pathlib import Path
 
     from gpupool import safe_write, scaffold, version
-    from gpupool.cli.common import UsageError
+    from gpupool.cli.common import CommandError, UsageError
+    from gpupool.spec.diagnostics import printable
 
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", args.stack) or len(args.stack) > 40:
         raise UsageError("--stack: must be a lowercase DNS label such as dev or prod")
     target = Path(args.directory)
-    if os.path.lexists(target) and (not target.is_dir() or target.is_symlink() or any(target.iterdir())):
-        raise UsageError(f"{target}: exists and is not an empty directory; gpupool init writes only into a new one")
+    if os.path.lexists(target) and not _new_or_fresh(target):
+        raise UsageError(
+            f"{printable(str(target))}: exists and is not an empty directory (nor a fresh clone holding only .git); "
+            "gpupool init writes only into a new one"
+        )
     project = scaffold.project_name(target.resolve().name)
     content = scaffold.files(project, version(), args.stack)
     try:
@@ -42,8 +48,7 @@ def run(args) -> int:
             for rel, text in content.items():
                 d.create(rel, text, make_parents=True)
     except safe_write.Refused as exc:
-        print(f"gpupool init: error: {exc}; stopped", file=sys.stderr)
-        return 1
+        raise CommandError(f"{exc}; stopped") from None
     print(f"wrote {len(content)} files to {target}/")
     from gpupool.rules.engine import validate_file
 
@@ -58,3 +63,27 @@ def run(args) -> int:
         f"(your nodes), then gpupool validate {spec.relative_to(target)} and gpupool stacks preview {args.stack}"
     )
     return 0
+
+
+def _new_or_fresh(target) -> bool:
+    """TARGET (which exists) is a directory, not a link, that is empty or holds only `.git`: a freshly cloned
+    empty repository (`.git` a directory, or a gitfile as `git clone --separate-git-dir` and worktrees write
+    it). No scaffold file is under .git/, so nothing is ever written into it."""
+    import os
+    import stat
+
+    try:
+        if not stat.S_ISDIR(os.lstat(target).st_mode):
+            return False
+        entries = os.listdir(target)
+    except OSError:
+        return False
+    if not entries:
+        return True
+    if entries != [".git"]:
+        return False
+    try:
+        mode = os.lstat(os.path.join(target, ".git")).st_mode
+    except OSError:
+        return False
+    return stat.S_ISDIR(mode) or stat.S_ISREG(mode)  # a link named .git is no clone's

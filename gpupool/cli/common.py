@@ -101,3 +101,17 @@ def valid_spec_or_report(path: str, refusal: str):
     if result.spec is None:
         print(f"{result.loaded.path}: {refusal}", file=sys.stderr)
     return result.spec
+
+
+def valid_spec_or_fail(path: str, refusal: str):
+    """Validate PATH and print every diagnostic (FILE:LINE:COL) to stderr. Returns the model; when the spec is
+    invalid, CommandError `PATH: REFUSAL` (exit 1, and the JSON error object under `-o json`: a command that
+    has no document to print must not leave stdout empty)."""
+    from gpupool.rules.engine import validate_file
+
+    result = validate_file(path)
+    for d in result.report.sorted():
+        print(d.render(), file=sys.stderr)
+    if result.spec is None:
+        raise CommandError(f"{result.loaded.path}: {refusal}")
+    return result.spec

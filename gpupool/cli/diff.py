@@ -17,6 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpupool.cli.common import CommandError, UsageError
+
 if TYPE_CHECKING:
     from gpupool.analysis.sides import Side
 
@@ -75,33 +77,29 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-class _Usage(Exception):
-    pass
-
-
 def _sides(args, tmp: Path) -> tuple[Side, Side]:
     from gpupool.analysis.sides import load_side, move_paths
 
     if args.base is not None:
         if len(args.specs) > 1:
-            raise _Usage("with --base give at most one spec (HEAD); the base is the same spec at the git ref")
+            raise UsageError("with --base give at most one spec (HEAD); the base is the same spec at the git ref")
         if args.stack is not None and not args.specs:
             from gpupool.spec.stack import SpecNotFound, resolve
 
             try:
                 args.specs = [resolve(None, args.stack)]
             except SpecNotFound as exc:
-                raise _Usage(str(exc)) from None
+                raise UsageError(str(exc)) from None
         head = args.specs[0] if args.specs else os.environ.get("GPUPOOL_SPEC") or "spec.yaml"
         if not Path(head).is_file():
             how = "" if args.specs else " (pass the spec path, or set GPUPOOL_SPEC)"
-            raise _Usage(f"{head}: no such file{how}")
+            raise UsageError(f"{head}: no such file{how}")
         from gpupool.analysis.gitspec import GitSpecError, materialize
 
         try:
             base_path, commit = materialize(args.base, Path(head), tmp)
         except GitSpecError as exc:
-            raise _Usage(str(exc)) from None
+            raise UsageError(str(exc)) from None
         rel = base_path.relative_to(tmp).as_posix() if base_path else head
         base = load_side("BASE", base_path, f"{args.base}:{rel}", cwd=tmp, prefix=f"{args.base}:")
         if base_path is not None:
@@ -110,10 +108,10 @@ def _sides(args, tmp: Path) -> tuple[Side, Side]:
             base.label = f"{args.base} (no spec at {rel}: a new stack)"
         return base, load_side("HEAD", Path(head), head)
     if len(args.specs) != 2:
-        raise _Usage("give BASE and HEAD spec files, or --base GIT_REF [HEAD | --stack NAME]")
+        raise UsageError("give BASE and HEAD spec files, or --base GIT_REF [HEAD | --stack NAME]")
     for p in args.specs:
         if not Path(p).is_file():
-            raise _Usage(f"{p}: no such file")
+            raise UsageError(f"{p}: no such file")
     return load_side("BASE", Path(args.specs[0]), args.specs[0]), load_side("HEAD", Path(args.specs[1]), args.specs[1])
 
 
@@ -127,14 +125,9 @@ def run(args) -> int:
         try:  # no link followed: what a planted link points at must not end up in the comment
             preview = safe_write.read_input(args.preview_file, PREVIEW_LIMIT).decode("utf-8", errors="replace")
         except safe_write.Refused as exc:
-            print(f"error: --preview-file {exc}", file=sys.stderr)
-            return 2
+            raise UsageError(f"--preview-file {exc}") from None
     with tempfile.TemporaryDirectory(prefix="gpupool-diff-") as tmp:
-        try:
-            base, head = _sides(args, Path(tmp))
-        except _Usage as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+        base, head = _sides(args, Path(tmp))
     result = diffmod.compare(base, head)
     over = [h for h in result.headroom if h.headroom_after is not None and h.headroom_after < 0]
     ok = head.valid and not over
@@ -173,8 +166,7 @@ def run(args) -> int:
         try:  # no link followed on the way, only a regular file replaced (a PR can plant a link at that name)
             safe_write.write_output(args.full_output, full)
         except safe_write.Refused as exc:
-            print(f"gpupool diff: error: --full-output {exc}; nothing was written", file=sys.stderr)
-            return 1
+            raise CommandError(f"--full-output {exc}; nothing was written") from None
     print(text, end="")
     if not ok:
         return 1

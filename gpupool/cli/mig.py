@@ -14,11 +14,9 @@ import math
 import re
 import sys
 
+from gpupool.cli.common import CommandError, UsageError
+
 _ARG = re.compile(r"^(?P<profile>[^=\s]+)=(?P<count>.*)$")
-
-
-class _UsageError(Exception):
-    pass
 
 
 def register(subparsers) -> None:
@@ -115,7 +113,7 @@ def _model(name: str):
     try:
         return require_mig(name)
     except UnknownGpu as exc:
-        raise _UsageError(str(exc)) from None
+        raise UsageError(str(exc)) from None
 
 
 _MAX_DIGITS = 15  # far above any real count; longer numbers are refused before they are even converted
@@ -128,7 +126,7 @@ def _known_profiles(model, layout: dict[str, int]) -> None:
     unknown = [p for p in layout if p not in model.profiles and not re.match(r"^\d+c\.", p)]
     if unknown:
         hints = [f"{p}" + (f" (did you mean {g}?)" if (g := closest_profile(model, p)) else "") for p in unknown]
-        raise _UsageError(
+        raise UsageError(
             f"not a MIG profile of {model.name}: {', '.join(hints)}; profiles: "
             f"{', '.join(model.profiles)} (`gpupool mig profiles --gpu {model.name}`)"
         )
@@ -139,17 +137,17 @@ def _parse_pairs(items: list[str]) -> dict[str, int]:
     for item in items:
         m = _ARG.match(item.strip())
         if not m:
-            raise _UsageError(f"expected PROFILE=COUNT, got {item!r}")
+            raise UsageError(f"expected PROFILE=COUNT, got {item!r}")
         profile, count = m["profile"], m["count"].strip()
         if not re.fullmatch(r"\d+", count):
-            raise _UsageError(f"count in {item!r} must be a non-negative integer")
+            raise UsageError(f"count in {item!r} must be a non-negative integer")
         if len(count.lstrip("0")) > _MAX_DIGITS:
-            raise _UsageError(
+            raise UsageError(
                 f"count for {profile} has {len(count.lstrip('0'))} digits: more instances than "
                 f"any cluster holds (at most {_max_gpus():,} GPUs)"
             )
         if profile in out:
-            raise _UsageError(f"profile {profile} given twice")
+            raise UsageError(f"profile {profile} given twice")
         out[profile] = int(count)
     return out
 
@@ -158,24 +156,20 @@ def cmd_check(args: argparse.Namespace) -> int:
     from gpupool.gpu.mig import check_layout, resolve_preset
     from gpupool.present.mig import slice_map
 
-    try:
-        model = _model(args.gpu)
-        if len(args.layout) == 1 and "=" not in args.layout[0]:
-            preset = args.layout[0]
-            layout = resolve_preset(model, preset)
-            if layout is None:
-                raise _UsageError(
-                    f"{preset!r} is neither PROFILE=COUNT nor a preset of {model.name} "
-                    f"(presets: {', '.join(model.presets)})"
-                )
-            title = f"{model.name} preset {preset}"
-        else:
-            layout = _parse_pairs(args.layout)
-            title = model.name
-            _known_profiles(model, layout)
-    except _UsageError as exc:
-        _error(str(exc))
-        return 2
+    model = _model(args.gpu)
+    if len(args.layout) == 1 and "=" not in args.layout[0]:
+        preset = args.layout[0]
+        layout = resolve_preset(model, preset)
+        if layout is None:
+            raise UsageError(
+                f"{preset!r} is neither PROFILE=COUNT nor a preset of {model.name} "
+                f"(presets: {', '.join(model.presets)})"
+            )
+        title = f"{model.name} preset {preset}"
+    else:
+        layout = _parse_pairs(args.layout)
+        title = model.name
+        _known_profiles(model, layout)
     result = check_layout(model, layout)
     shown = " + ".join(f"{p}×{n}" for p, n in layout.items() if n) or "(empty)"
     if args.output == "json":
@@ -225,11 +219,7 @@ def _table(rows: list[list[str]]) -> str:
 def cmd_profiles(args: argparse.Namespace) -> int:
     from gpupool.gpu.mig import gpu_fraction
 
-    try:
-        model = _model(args.gpu)
-    except _UsageError as exc:
-        _error(str(exc))
-        return 2
+    model = _model(args.gpu)
     if args.output == "json":
         doc = {
             "gpu": model.name,
@@ -333,24 +323,17 @@ def cmd_suggest(args: argparse.Namespace) -> int:
     specs = [d for d in args.demand if "=" not in d]  # a positional SPEC, as validate/plan/render take it
     if specs and args.pool is not None:
         if args.spec is not None or len(specs) > 1:
-            _error("give one SPEC")
-            return 2
+            raise UsageError("give one SPEC")
         args.spec, args.demand = specs[0], [d for d in args.demand if "=" in d]
     if args.spec is not None or args.pool is not None or args.stack is not None:
         return _suggest_spec_mode(args)
-    try:
-        if not args.gpu or not args.demand:
-            raise _UsageError("give --gpu MODEL and PROFILE=COUNT..., or --pool NAME with SPEC or --stack NAME")
-        model = _model(args.gpu)
-        demand = _parse_pairs(args.demand)
-        if args.gpus_per_node is not None and not 1 <= args.gpus_per_node <= 64:
-            raise _UsageError("--gpus-per-node must be between 1 and 64 (the spec's limit)")
-    except _UsageError as exc:
-        _error(str(exc))
-        return 2
+    if not args.gpu or not args.demand:
+        raise UsageError("give --gpu MODEL and PROFILE=COUNT..., or --pool NAME with SPEC or --stack NAME")
+    model = _model(args.gpu)
+    demand = _parse_pairs(args.demand)
+    if args.gpus_per_node is not None and not 1 <= args.gpus_per_node <= 64:
+        raise UsageError("--gpus-per-node must be between 1 and 64 (the spec's limit)")
     code, s, ns = _solve(model, demand, args.gpus_per_node, usage_code=2)
-    if s is None:
-        return code
     if args.output == "json":
         print(json.dumps(_suggestion_json(model, s, ns, args.gpus_per_node), indent=2))
     else:
@@ -363,18 +346,20 @@ def _ms(seconds: float) -> str:
 
 
 def _solve(model, demand: dict[str, int], gpus_per_node: int | None, *, usage_code: int):
-    """(exit code, Suggestion or None, NodeSuggestion or None); the errors are printed to stderr.
+    """(exit code, Suggestion, NodeSuggestion or None).
 
-    A demand that names an unknown profile or exceeds the limits exits USAGE_CODE (2 when it came from the
-    command line, 1 when it was derived from a spec); a per-node split that fails exits 1 with the whole-GPU
-    suggestion still returned."""
+    A demand that names an unknown profile or exceeds the limits is a UsageError when it came from the
+    command line (USAGE_CODE 2) and a CommandError when it was derived from a spec (1): there is no
+    suggestion to print. A per-node split that fails exits 1 with the whole-GPU suggestion still returned
+    (and the reason printed to stderr)."""
     from gpupool.gpu.suggest import suggest, suggest_per_node
 
     try:
         s = suggest(model, demand)
     except ValueError as exc:
-        _error(str(exc))
-        return usage_code, None, None
+        if usage_code == 2:
+            raise UsageError(str(exc)) from None
+        raise CommandError(str(exc), exit=usage_code) from None
     if s.gpus == 0 or not gpus_per_node:
         return 0, s, None
     try:
@@ -505,7 +490,7 @@ def _comparison(derived, s, ns) -> dict:
 
 def _suggest_spec_mode(args: argparse.Namespace) -> int:
     from gpupool.analysis.mig_demand import SpecModeError, derive_demand
-    from gpupool.cli.common import spec_path, valid_spec_or_report
+    from gpupool.cli.common import spec_path, valid_spec_or_fail
 
     try:
         if not args.pool:
@@ -515,21 +500,16 @@ def _suggest_spec_mode(args: argparse.Namespace) -> int:
         if args.gpus_per_node is not None and not 1 <= args.gpus_per_node <= 64:
             raise SpecModeError("--gpus-per-node must be between 1 and 64 (the spec's limit)")
         path = spec_path(args)
-        spec = valid_spec_or_report(path, "invalid; fix it before deriving a MIG demand from it")
-        if spec is None:
-            return 1
+        spec = valid_spec_or_fail(path, "invalid; fix it before deriving a MIG demand from it")
         derived = derive_demand(spec, args.pool)
     except SpecModeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     per_node = args.gpus_per_node
     if per_node is None and not derived.whole_gpus:
         per_node = derived.pool.gpus_per_node
     if args.output != "json":
         _print_derived(path, derived)
     code, s, ns = _solve(derived.model, dict(derived.demand), per_node, usage_code=1)
-    if s is None:
-        return code
     if args.output == "json":
         doc = {
             "spec": path,

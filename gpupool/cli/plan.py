@@ -30,11 +30,9 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from gpupool.analysis import plan as planmod
-    from gpupool.cli.common import spec_path, valid_spec_or_report
+    from gpupool.cli.common import spec_path, valid_spec_or_fail
 
-    spec = valid_spec_or_report(spec_path(args), "invalid, no plan")
-    if spec is None:
-        return 1
+    spec = valid_spec_or_fail(spec_path(args), "invalid, no plan")
     plan = planmod.compute(spec)
     from gpupool.present.plan import FORMATTERS
 

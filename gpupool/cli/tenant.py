@@ -206,11 +206,12 @@ def render_tenant(
     return "\n".join(lines)
 
 
-def _write_tenant(stack_dir: Path, rel: Path, text: str) -> bool:
+def _write_tenant(stack_dir: Path, rel: Path, text: str) -> None:
     """Create STACK_DIR/REL through gpupool.safe_write: no link followed from the stack directory down, never
-    over an existing file. False (after saying why) when the path is refused."""
+    over an existing file. UsageError when the file exists, CommandError when the path is refused (a link on
+    the way, say): nothing is written either way."""
     from gpupool import safe_write
-    from gpupool.cli.common import UsageError
+    from gpupool.cli.common import CommandError, UsageError
 
     try:
         with safe_write.Directory.open(stack_dir) as d:
@@ -218,9 +219,7 @@ def _write_tenant(stack_dir: Path, rel: Path, text: str) -> bool:
     except safe_write.Refused as exc:
         if exc.reason == safe_write.reason(FileExistsError(errno.EEXIST, "")):
             raise UsageError(f"{exc.path} already exists; gpupool does not overwrite it") from None
-        print(f"gpupool tenant new: error: {exc}; nothing was written", file=sys.stderr)
-        return False
-    return True
+        raise CommandError(f"{exc}; nothing was written") from None
 
 
 def _judge(spec_file: Path, label: str, text: str, name: str):
@@ -311,10 +310,7 @@ def cmd_new(args) -> int:
             file=sys.stderr,
         )
         return 1
-    if not _write_tenant(spec_file.parent, target.relative_to(spec_file.parent), text):
-        if as_json:
-            _print_json(name, path, None, added, [], [])
-        return 1
+    _write_tenant(spec_file.parent, target.relative_to(spec_file.parent), text)
     notes: list[tuple[str, str]] = []  # (warning or note, message)
     if not any(
         t.get("name") == name for t in (load_spec(spec_file).data or {}).get("tenants") or [] if isinstance(t, dict)

@@ -32,6 +32,7 @@ from gpupool.analysis import plan as capacity_plan
 from gpupool.k8s import kueue, manifests
 from gpupool.model import platform as m
 from gpupool.model import sharding
+from gpupool.spec.stack import CONFIG_KEY, CONFIG_NAMESPACE  # the key the CLI's `--stack` reads too
 
 from . import live_mig_configs
 from .gpu_config import DevicePluginConfig, MigConfig
@@ -81,13 +82,13 @@ class GpuPlatformArgs:
         repository's own pass, so `gpupool stacks` can drive either."""
         from gpupool.analysis import shard_moves
 
-        config = config or pulumi.Config("gpupool")
+        config = config or pulumi.Config(CONFIG_NAMESPACE)
         try:
             keep = shard_moves.keep_from_env()
         except ValueError as exc:
             raise pulumi.RunError(f"{exc}; nothing was registered") from None
         return cls(
-            spec=config.require("spec"),
+            spec=config.require(CONFIG_KEY),
             operator_chart_path=config.get("operatorChartPath") or None,
             skip_await=config.get_bool("skipAwait") or False,
             shard=config.get("shard") or sharding.PLATFORM,

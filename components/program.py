@@ -13,6 +13,7 @@ import pulumi_kubernetes as k8s
 
 from gpupool.model import platform as m
 from gpupool.model import sharding
+from gpupool.spec.stack import CONFIG_NAMESPACE
 
 from .platform import GpuPlatform, GpuPlatformArgs, load_or_stop, with_chart_path
 from .provider import kubernetes_provider
@@ -74,6 +75,8 @@ def wait_for_registrations_linearly() -> None:
 
 
 def main() -> None:
-    """gpupool's own program (__main__.py): one platform from the stack's config, with 0.1's URNs."""
-    GpuPlatform(PLATFORM_NAME, GpuPlatformArgs.from_config(pulumi.Config(), legacy_urns=True)).export()
+    """gpupool's own program (__main__.py): one platform from the stack's config, with 0.1's URNs.
+    The config is gpupool's namespace, as in every gpupool program and the CLI's `--stack` (gpupool/spec/stack.py),
+    not the project's (`pulumi.Config()`), so a copy of this project under another name reads the same keys."""
+    GpuPlatform(PLATFORM_NAME, GpuPlatformArgs.from_config(pulumi.Config(CONFIG_NAMESPACE), legacy_urns=True)).export()
     wait_for_registrations_linearly()

@@ -56,12 +56,16 @@ class RecordingMonitor(pulumi.runtime.mocks.MockMonitor):
         return response
 
 
-def run_program(config: dict[str, str], stack: str = "test", preview: bool = True, program=None):
-    """Run components.program.main() (or PROGRAM) under mocks. Returns (mocks, monitor, error)."""
+def run_program(
+    config: dict[str, str], stack: str = "test", preview: bool = True, program=None, project: str = "gpupool"
+):
+    """Run components.program.main() (or PROGRAM) under mocks, in Pulumi project PROJECT, with CONFIG's keys
+    in gpupool's namespace unless they name one. Returns (mocks, monitor, error)."""
     mocks = CollectingMocks()
     monitor = RecordingMonitor(mocks)
-    pulumi.runtime.set_mocks(mocks, project="gpupool", stack=stack, preview=preview, monitor=monitor)
-    pulumi.runtime.set_all_config({f"gpupool:{k}": v for k, v in config.items()})
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=preview, monitor=monitor)
+    # a key given with its namespace (`team:spec`) is passed as is
+    pulumi.runtime.set_all_config({(k if ":" in k else f"gpupool:{k}"): v for k, v in config.items()})
     error: list[BaseException] = []
 
     @pulumi.runtime.test

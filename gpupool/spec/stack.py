@@ -4,6 +4,12 @@
 (`Pulumi.yaml`, found in the current directory or above it, as `pulumi` finds it) names stackConfigDir.
 The value is relative to the project directory, which is where `pulumi up` runs the program from, so the
 CLI and `pulumi up` read the same file.
+
+The key is in gpupool's namespace whatever the project is called: the programs read
+`pulumi.Config(CONFIG_NAMESPACE)` (components/program.py, GpuPlatformArgs.from_config), not
+`pulumi.Config()`, which is the project's namespace (pulumi/config.py: `Config(name=None)` takes
+`get_project()`). A key written without a namespace in a stack file (`spec:`) is the project's
+(`pulumi config set spec X` writes `<project>:spec`), so it is gpupool's only in a project named gpupool.
 """
 
 from __future__ import annotations
@@ -18,7 +24,9 @@ from gpupool.spec.loader import STDIN
 
 ENV_VAR = "GPUPOOL_SPEC"
 DEFAULT_SPEC = "spec.yaml"
-CONFIG_KEY = "spec"  # under the project's namespace: gpupool:spec
+CONFIG_NAMESPACE = "gpupool"  # the config namespace every gpupool program reads, whatever the project's name
+CONFIG_KEY = "spec"
+SPEC_SETTING = f"{CONFIG_NAMESPACE}:{CONFIG_KEY}"  # gpupool:spec
 
 
 class SpecNotFound(Exception):
@@ -45,7 +53,7 @@ def _read_yaml(path: Path, what: str) -> dict:
 
 
 def stack_spec(stack: str, cwd: Path | None = None) -> str:
-    """The spec path `gpupool:spec` of stack STACK, as a path usable from CWD."""
+    """The spec path `gpupool:spec` (SPEC_SETTING) of stack STACK, as a path usable from CWD."""
     cwd = cwd or Path.cwd()
     if not re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", stack or "") or stack in (".", ".."):
         # Pulumi's own rule for stack names: letters, digits, -, _ and ., at most 100 characters.
@@ -60,7 +68,7 @@ def stack_spec(stack: str, cwd: Path | None = None) -> str:
         )
     project = _read_yaml(project_file, "the Pulumi project")
     project_dir = project_file.parent
-    name = project.get("name") or "gpupool"
+    name = str(project.get("name") or CONFIG_NAMESPACE)
     config_dir = project_dir / str(project.get("stackConfigDir") or ".")
     stack_file = config_dir / f"Pulumi.{stack}.yaml"
     if not stack_file.is_file():
@@ -69,13 +77,36 @@ def stack_spec(stack: str, cwd: Path | None = None) -> str:
             f"--stack {stack}: no {_rel(stack_file, cwd)}" + (f"; stacks: {', '.join(known)}" if known else "")
         )
     config = _read_yaml(stack_file, "the stack settings").get("config") or {}
-    value = config.get(f"{name}:{CONFIG_KEY}") if isinstance(config, dict) else None
+    value = setting(config, name, CONFIG_KEY)
     if not isinstance(value, str) or not value:
         raise SpecNotFound(
-            f"{_rel(stack_file, cwd)}: no {name}:{CONFIG_KEY} setting (a spec path, such as "
-            f"stacks/{stack}/spec.yaml); set it with `pulumi config set {CONFIG_KEY} PATH`"
+            f"{_rel(stack_file, cwd)}: no {SPEC_SETTING} setting (a spec path, such as stacks/{stack}/spec.yaml)"
+            + _elsewhere(config, name)
+            + f"; set it with `pulumi config set {SPEC_SETTING} PATH --stack {stack}`"
         )
     return _rel(project_dir / value, cwd)
+
+
+def setting(config: object, project: str, key: str) -> object:
+    """The value of `gpupool:KEY` in a stack file's `config:` mapping, as the program reads it: the
+    namespaced key, or the bare KEY when the project itself is named gpupool (Pulumi's rule)."""
+    if not isinstance(config, dict):
+        return None
+    if f"{CONFIG_NAMESPACE}:{key}" in config:
+        return config[f"{CONFIG_NAMESPACE}:{key}"]
+    return config.get(key) if project == CONFIG_NAMESPACE else None
+
+
+def _elsewhere(config: object, project: str) -> str:
+    """Say so when the spec path is set in the project's namespace, which the program does not read."""
+    if not isinstance(config, dict) or project == CONFIG_NAMESPACE:
+        return ""
+    if CONFIG_KEY in config or f"{project}:{CONFIG_KEY}" in config:
+        return (
+            f"; the {CONFIG_KEY} setting there is in the Pulumi project's namespace (a key without "
+            f"`{CONFIG_NAMESPACE}:` or with the project's name), which the program does not read"
+        )
+    return ""
 
 
 def stacks_of(spec: str, cwd: Path | None = None) -> list[str]:
@@ -89,7 +120,7 @@ def stacks_of(spec: str, cwd: Path | None = None) -> list[str]:
     except SpecNotFound:
         return []
     config_dir = project_file.parent / str(project.get("stackConfigDir") or ".")
-    key = f"{project.get('name') or 'gpupool'}:{CONFIG_KEY}"
+    name = str(project.get("name") or CONFIG_NAMESPACE)
     target = (cwd / spec).resolve()
     out = []
     for path in sorted(config_dir.glob("Pulumi.*.yaml")):
@@ -97,7 +128,7 @@ def stacks_of(spec: str, cwd: Path | None = None) -> list[str]:
             config = _read_yaml(path, "the stack settings").get("config") or {}
         except SpecNotFound:
             continue
-        value = config.get(key) if isinstance(config, dict) else None
+        value = setting(config, name, CONFIG_KEY)
         if isinstance(value, str) and value and (project_file.parent / value).resolve() == target:
             out.append(path.name[len("Pulumi.") : -len(".yaml")])
     return out
@@ -118,7 +149,7 @@ def resolve(spec: str | None, stack: str | None, *, cwd: Path | None = None, mus
     if spec is not None:
         path, how = spec, ""
     elif stack is not None:
-        path, how = stack_spec(stack, cwd), f" (gpupool:spec of stack {stack})"
+        path, how = stack_spec(stack, cwd), f" ({SPEC_SETTING} of stack {stack})"
     elif os.environ.get(ENV_VAR):
         path, how = os.environ[ENV_VAR], f" (from ${ENV_VAR})"
     else:

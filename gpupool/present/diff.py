@@ -107,10 +107,10 @@ def _removal_text(t, md: bool = False) -> str:
     return (
         text(
             f"{t.name} removed without being offboarded: namespace {t.name} is RETAINED (not deleted) and is no "
-            f"longer managed by gpupool.{kept}{gone} To delete it, mark the tenant "
+            f"longer managed by gpupool.{kept}{gone} To delete it, mark the tenant"
         )
-        + "`offboarded: true`"
-        + text(" first, apply, then remove it")
+        + " `offboarded: true` "
+        + text("first, apply, then remove it")
     )
 
 

@@ -30,7 +30,7 @@ _MENTION = "@\u200b"  # a zero-width space after @: no @user or @org/team mentio
 # list item. Thematic breaks and fences start with a character escaped anyway (`*`, `_`, backtick, `~`), and
 # `-` is caught here; `>` and `<` become entities.
 _BLOCK_START = re.compile(r"^(#{1,6}|[-+]|\d{1,9}[.)])(?=[ \t]|$)")
-_LEADING_SPACE = re.compile(r"^[ \t]+")
+_EDGE_SPACE = re.compile(r"^ +| +$")
 
 
 def inline(text: object) -> str:
@@ -46,8 +46,10 @@ def inline(text: object) -> str:
         else:
             out.append(c)
     escaped = "".join(out)
-    # Leading spaces would indent a list item's content into a code block: keep them as entities.
-    escaped = _LEADING_SPACE.sub(lambda m: "&#32;" * len(m.group(0).expandtabs(4)), escaped)
+    # Spaces at the edges, as entities: leading ones would indent a list item's content into a code block,
+    # and either would keep the `**` gpupool puts around the text from opening or closing (a delimiter run
+    # next to whitespace does not count). Tabs are shown as `\t` already.
+    escaped = _EDGE_SPACE.sub(lambda m: "&#32;" * len(m.group(0)), escaped)
     marker = _BLOCK_START.match(escaped)
     if marker:
         mark = marker.group(1)

@@ -299,14 +299,15 @@ def _warnings(plan) -> list[str]:
 
 
 def format_table(plan) -> str:
-    parts = [f"Capacity plan: cluster {plan.cluster} ({plan.source})\n{_summary(plan)}\n"]
+    # Names and the spec's path come from files: each is shown through safe() (text_table does so for cells),
+    # so that no newline of theirs adds a line and no escape sequence reaches the terminal.
+    parts = [f"Capacity plan: cluster {safe(plan.cluster)} ({safe(plan.source)})\n{_summary(plan)}\n"]
     for title, headers, rows, right in sections(plan):
         parts.append(f"{title}\n" + text_table(headers, rows, right))
     warnings = _warnings(plan)
     if warnings:
-        parts.append("\n".join(warnings) + "\n")
-    # Names and the spec's path come from files: no escape sequence of theirs reaches the terminal.
-    return "\n".join(safe(line) for line in "\n".join(parts).split("\n"))
+        parts.append("\n".join(safe(w) for w in warnings) + "\n")
+    return "\n".join(parts)
 
 
 def format_markdown(plan) -> str:

@@ -9,6 +9,7 @@ _SHOWN = 6  # tenant names shown per stack; the rest are counted
 
 
 def _names(names: list[str]) -> str:
+    names = [safe(n) for n in names]  # names come from files and --states: shown with control characters escaped
     if len(names) <= _SHOWN:
         return ", ".join(names) or "-"
     return ", ".join(names[:_SHOWN]) + f", ... ({len(names) - _SHOWN} more)"
@@ -16,11 +17,11 @@ def _names(names: list[str]) -> str:
 
 def table(doc: dict, *, with_states: bool) -> str:
     if not doc["tenantShards"] and len(doc["stacks"]) == 1:
-        head = f"Not sharded: stack {doc['platformStack']} holds the platform and every tenant.\n\n"
+        head = f"Not sharded: stack {safe(doc['platformStack'])} holds the platform and every tenant.\n\n"
     else:
         head = (
-            f"{doc['tenantShards']} tenant shards: stack {doc['platformStack']} holds the platform, "
-            f"{doc['platformStack']}.tenants-<k> the tenants.\n\n"
+            f"{doc['tenantShards']} tenant shards: stack {safe(doc['platformStack'])} holds the platform, "
+            f"{safe(doc['platformStack'])}.tenants-<k> the tenants.\n\n"
         )
     headers = ["STACK", "ROLE", "TENANTS", "NAMES"]
     if with_states:
@@ -36,8 +37,7 @@ def table(doc: dict, *, with_states: bool) -> str:
         moving = [s for s in doc["stacks"] if s["releaseFirst"]]
         if moving:
             out += "\nTenants move: these stacks release theirs first (pass 1), then every stack applies:\n"
-            out += "".join(f"  {s['stack']}: releases {_names(s['leaving'])}\n" for s in moving)
+            out += "".join(f"  {safe(s['stack'])}: releases {_names(s['leaving'])}\n" for s in moving)
         else:
             out += "\nNo tenant moves between stacks: one pass.\n"
-    # Stack and tenant names come from files and --states: no escape sequence of theirs reaches the terminal.
-    return "\n".join(safe(line) for line in out.split("\n"))
+    return out

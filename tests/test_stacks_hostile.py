@@ -61,6 +61,8 @@ elif args[:2] == ["stack", "select"]:
     if name not in stacks:
         fail("error: no stack named '" + name + "' found")
 elif args[:2] == ["stack", "init"]:
+    if os.environ.get("FAKE_PULUMI_INIT_ERROR"):
+        fail("error: " + os.environ["FAKE_PULUMI_INIT_ERROR"] + " (" + leak + ")")
     stacks.append(args[2])
     json.dump(stacks, open(stacks_file, "w"))
 elif args[:3] == ["stack", "ls", "--json"]:
@@ -207,6 +209,27 @@ def test_a_failing_stack_select_is_one_line_and_a_json_outcome(project, capsys, 
     assert len(errors) == 1 and "dev: up failed: error: failed to load checkpoint" in errors[0], err
     (outcome,) = json.loads(out)
     assert outcome["result"] == "failed" and "AccessDenied" in outcome["note"]
+
+
+def test_a_failing_stack_init_is_one_line_and_a_json_outcome(project, capsys, monkeypatch):
+    monkeypatch.setenv("FAKE_PULUMI_INIT_ERROR", "could not create stack: permission denied")
+    code, out, err = _run(capsys, "preview", "qa", "-o", "json")
+    assert code == 1 and "Traceback" not in err and "internal error" not in err, err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: qa: preview failed: error: could not create stack"), err
+    (outcome,) = json.loads(out)
+    assert (outcome["stack"], outcome["result"]) == ("qa", "failed") and "permission denied" in outcome["note"]
+    assert "qa" not in _stacks_there()
+
+
+def test_a_refused_preview_out_before_any_stack_is_the_json_error_object(project, capsys, tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", project / "out")
+    code, out, err = _run(capsys, "preview", "dev", "--preview-out", "out/preview.txt", "-o", "json")
+    assert code == 1 and err.startswith("error: --preview-out out") and "symbolic link" in err, err
+    doc = json.loads(out)
+    assert doc["kind"] == "Error" and doc["exitCode"] == 1 and doc["command"] == "stacks"
+    assert list((tmp_path / "elsewhere").iterdir()) == []
 
 
 def test_a_refused_passphrase_is_one_line_that_names_the_variable(project, capsys, monkeypatch):

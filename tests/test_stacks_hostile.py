@@ -250,6 +250,18 @@ def test_the_credentials_pulumi_reads_are_registered_before_it_runs(project):
     assert "gpupool" not in redact.registered()  # settings in the URL (the path) are not secrets
 
 
+def test_the_passphrase_file_is_registered_and_a_fifo_there_does_not_hang(project, tmp_path, monkeypatch):
+    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE")
+    phrase = tmp_path / "passphrase"
+    phrase.write_text("canary-file-passphrase-61b0\n")
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE_FILE", str(phrase))
+    stacks.register_secrets(os.environ)
+    assert "canary-file-passphrase-61b0" in redact.registered()
+    os.mkfifo(tmp_path / "fifo")  # nobody writes: opened without blocking, and not read
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE_FILE", str(tmp_path / "fifo"))
+    stacks.register_secrets(os.environ)
+
+
 # ---------------------------------------------------------------- the torn-sidecar repair follows no link
 
 

@@ -82,6 +82,8 @@ def register_secrets(environ: Mapping[str, str]) -> None:
     for name in SECRET_ENV:
         if environ.get(name):
             redact.register(environ[name])
+    if environ.get("PULUMI_CONFIG_PASSPHRASE_FILE"):  # pulumi reads the passphrase from it, stripped
+        redact.register(_small_file(environ["PULUMI_CONFIG_PASSPHRASE_FILE"]))
     url = environ.get("PULUMI_BACKEND_URL", "")
     try:
         parts = urlsplit(url)
@@ -349,6 +351,25 @@ class Platform:
             return f"{where}; nothing was created or destroyed"
         there = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
         return f"{where}; stacks there: {there or '(none)'}; nothing was created or destroyed"
+
+
+def _small_file(path: str, limit: int = 64 << 10) -> str:
+    """The text of the regular file PATH (at most LIMIT bytes), or '' when it is anything else or unreadable:
+    opened without blocking (a FIFO must not hang the run), then checked with fstat."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        return os.read(fd, limit).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
 
 
 def _workspace(project_dir: Path, env: dict[str, str], command: auto.PulumiCommand | None) -> auto.LocalWorkspace:

@@ -34,7 +34,7 @@ from gpupool.model import platform as m
 from gpupool.model import sharding
 from gpupool.spec.stack import CONFIG_KEY, CONFIG_NAMESPACE  # the key the CLI's `--stack` reads too
 
-from . import live_mig_configs
+from . import live_mig_configs, live_nodes
 from .gpu_config import DevicePluginConfig, MigConfig
 from .gpu_operator import GpuOperator
 from .k8s_objects import Registry, legacy_urn
@@ -193,6 +193,8 @@ class GpuPlatform(pulumi.ComponentResource):
             )
         self.provider = provider
 
+        if role.platform:  # a NodePatch of a node the cluster lacks would create it: read first (live_nodes)
+            live_nodes.check(spec, connection(provider))
         in_use = args.keep_mig_configs_in_use and role.platform
         plan = manifests.build(spec, live_mig_configs.kept(spec, connection(provider)) if in_use else None)
         parts = plan.by_component()

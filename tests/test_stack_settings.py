@@ -48,6 +48,16 @@ def test_the_commands_read_the_scaffolded_stack(team, capsys):
     assert (team / "stacks/dev/tenants/team-b.yaml").is_file()
 
 
+def test_diff_base_reads_the_scaffolded_stack(team, capsys):
+    import subprocess
+
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
+    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "scaffold"]):
+        subprocess.run([*git, *argv], cwd=team, check=True, timeout=60)
+    capsys.readouterr()
+    assert _run("diff", "--base", "HEAD", "--stack", "dev") == 0, capsys.readouterr().err
+
+
 def test_the_platform_stack_of_a_spec_is_found_by_its_gpupool_spec(team, capsys):
     assert stacks_of("stacks/dev/spec.yaml") == ["dev"]
     assert _run("shards", "stacks/dev/spec.yaml") == 0, capsys.readouterr().err

@@ -25,6 +25,8 @@ class NodeDrain(Resource, module="gpupool", name="NodeDrain"):  # pulumi-python:
             "kubeconfig": kubeconfig or "",
             "context": context or "",
             "timeoutSeconds": step.timeout_seconds,
+            "force": step.force,
+            "deleteEmptyDirData": step.delete_empty_dir_data,
             "evicted": None,
         }
         # The kubeconfig may be its contents (credentials): kept as a secret in the state.

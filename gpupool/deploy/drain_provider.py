@@ -6,7 +6,8 @@ class of an importable module by reference, so it lives here, in the installed p
 whether the program runs from this repository or from a team's own (`components` is `gpupool.pulumi` there).
 
 Inputs: node, config (the target MIG config), kubeconfig and context (what the Kubernetes provider was given;
-empty: $KUBECONFIG or ~/.kube/config and its current context, as the provider does), timeoutSeconds.
+empty: $KUBECONFIG or ~/.kube/config and its current context, as the provider does), timeoutSeconds, force and
+deleteEmptyDirData (the pool's rollout settings named after kubectl drain's flags; gpupool.k8s.drain.Care).
 - diff reports a change only when node or config change, so create/update, which run on `up` and never on a
   preview, drain exactly when the node's config changes (a moved kubeconfig is no reason to drain);
 - like rollout.done(), the drain itself does nothing when the node's `mig-config-checked` record is missing or
@@ -68,7 +69,9 @@ class DrainProvider(ResourceProvider):
             raise drain.DrainError(f"reading node {node} answered {status}")
         evicted: list[str] = []
         if changing(obj.get("metadata", {}).get("labels", {}), props["config"]):
-            evicted = drain.drain(api, node, timeout_seconds=float(props["timeoutSeconds"]))
+            # Absent in a state written before these settings existed: kubectl's defaults (off).
+            care = drain.Care(bool(props.get("force", False)), bool(props.get("deleteEmptyDirData", False)))
+            evicted = drain.drain(api, node, timeout_seconds=float(props["timeoutSeconds"]), care=care)
         return {**props, "evicted": evicted}
 
     def create(self, props: dict[str, Any]) -> CreateResult:

@@ -25,8 +25,10 @@ node of a MIG-capable pool gpupool registers, in this order:
    resource, components/drain_step.py) that evicts the node's GPU pods through the Eviction API, budgets
    respected, and waits until they are gone (gpupool.k8s.drain). NVIDIA requires that no workload runs on GPUs
    being reconfigured; MIG Manager pauses only the operator's own clients. It drains only when the node's config
-   changes, by done()'s rule, and a pod still there at `drainTimeoutSeconds` fails it: the relabel never runs,
-   the node stays cordoned with its old config. It is not in the render (kubectl has nothing to apply for it).
+   changes, by done()'s rule. It refuses, before evicting anything, GPU pods no controller owns or with emptyDir
+   data (unless the pool's `rollout.force` / `rollout.deleteEmptyDirData`, kubectl drain's flags) and GPU pods of
+   a DaemonSet; that, or a pod blocked at `drainTimeoutSeconds` or not gone within its grace period, fails it:
+   the relabel (which is what sets MIG Manager off) never runs, the node stays cordoned with its old config. It is not in the render (kubectl has nothing to apply for it).
 2. `<node>-mig`: the `nvidia.com/mig.config` label and, in the same server-side apply, `mig.config.state:
    pending`. Writing pending together with the new config closes the stale-success race: the previous
    layout's `success` is gone before anything waits (observed on this toolchain: without it the wait passed
@@ -219,6 +221,8 @@ class Drain(NamedTuple):
     config: str  # the target MIG config: the step runs again exactly when it changes
     depends_on: tuple[str, ...]
     timeout_seconds: int
+    force: bool = False  # the pool's rollout.force (kubectl drain --force)
+    delete_empty_dir_data: bool = False  # the pool's rollout.deleteEmptyDirData (kubectl --delete-emptydir-data)
 
 
 IGNORE_STATE = f'metadata.labels["{LABEL_STATE}"]'
@@ -270,7 +274,10 @@ def chain(pool: m.NodePool, config: str, after: tuple[str, ...]) -> dict[str, li
             )
             deps = (n["ready"],)
             if "drain" in n:
-                steps.append(Drain(n["drain"], node, config, deps, pool.rollout.drain_timeout_seconds))
+                r = pool.rollout
+                steps.append(
+                    Drain(n["drain"], node, config, deps, r.drain_timeout_seconds, r.force, r.delete_empty_dir_data)
+                )
                 deps = (n["drain"],)
             steps.append(
                 Step(

@@ -344,6 +344,8 @@ class _Builder:
             raw.get("nodeTimeoutSeconds", base.node_timeout_seconds),
             raw.get("drain", base.drain),
             raw.get("drainTimeoutSeconds", base.drain_timeout_seconds),
+            force=raw.get("force", base.force),
+            delete_empty_dir_data=raw.get("deleteEmptyDirData", base.delete_empty_dir_data),
         )
 
     def sharing(self, path: tuple, raw: dict, model, gpus_per_node: int, cluster: m.Cluster | None) -> m.Sharing | None:

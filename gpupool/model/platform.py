@@ -136,7 +136,11 @@ class Rollout:
     cordon: bool = True  # cordon each node while mig-manager reconfigures it, uncordon after success
     node_timeout_seconds: int = 1800  # how long one node may take to report success
     drain: bool = True  # evict the node's GPU pods (Eviction API) after the cordon, before the relabel
-    drain_timeout_seconds: int = 300  # how long a drain may wait for evictions and budgets
+    drain_timeout_seconds: int = 300  # how long a drain may wait for budgets (an evicted pod also gets its grace)
+    # kubectl drain's --force and --delete-emptydir-data: evict GPU pods no controller owns, and GPU pods with
+    # emptyDir data (off: such a pod stops the drain before anything is evicted, gpupool.k8s.drain)
+    force: bool = False
+    delete_empty_dir_data: bool = False
 
     @property
     def drains(self) -> bool:

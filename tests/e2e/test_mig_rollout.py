@@ -50,6 +50,8 @@ AT_ONCE = 2
 PENDING_DELAY, APPLY_DELAY = 2.0, 1.5  # slow: MIG Manager writes pending 2 s after the relabel
 DRAIN_TIMEOUT = 15  # a blocked pod is retried this long; the pods that can go are gone in about a second
 DRAIN_NS, GPU = "drain-test", "nvidia.com/mig-1g.10gb"
+# The drain test's pods are bare (no controller runs here to own them): `force: true` in SPEC is kubectl drain's
+# --force, without which the drain refuses them before evicting anything (gpupool.k8s.drain, tests/test_drain.py).
 
 SPEC = textwrap.dedent(f"""\
     apiVersion: gpupool.dev/v1alpha1
@@ -60,7 +62,7 @@ SPEC = textwrap.dedent(f"""\
         gpu: A100-80GB
         gpusPerNode: 2
         nodes: [{", ".join(NODES)}]
-        rollout: {{maxUnavailable: {AT_ONCE}, nodeTimeoutSeconds: 90, drainTimeoutSeconds: {DRAIN_TIMEOUT}}}
+        rollout: {{maxUnavailable: {AT_ONCE}, nodeTimeoutSeconds: 90, drainTimeoutSeconds: {DRAIN_TIMEOUT}, force: true}}
         sharing: {{mig: {{preset: all-balanced}}}}
     tiers: [{{name: batch, priority: 1000}}]
     tenants:

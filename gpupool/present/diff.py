@@ -25,7 +25,7 @@ from gpupool.analysis.diff import (
     UnknownCause,
     raise_text,
 )
-from gpupool.present.markdown import code, fenced, inline, mermaid_text
+from gpupool.present.markdown import code, fenced, html_text, inline, mermaid_text
 from gpupool.present.numbers import signed
 from gpupool.present.queue_diff import limit_text, queue_rows, reduced_text
 from gpupool.present.tables import md_table, text_table
@@ -848,7 +848,7 @@ class _Section:
         if cut:
             body += f"\n✂ {cut:,} more {self.key} cut to fit the comment limit; see the full diff.\n"
         attr = " open" if self.open else ""
-        return f"<details{attr}><summary>{inline(self.summary)}</summary>\n\n{body}{self.tail}\n</details>\n"
+        return f"<details{attr}><summary>{html_text(self.summary)}</summary>\n\n{body}{self.tail}\n</details>\n"
 
 
 def _cut_note(sections: list[_Section], kept: list[int], where: str) -> str:

@@ -5,9 +5,11 @@ messages that name them) lands in a pull-request comment a reviewer trusts. Vali
 characters and line breaks in free text (GP810); these functions are the second line of defence, so that even
 text that got past validation shows as the characters it is and never changes the comment's structure:
 
-- `inline(text)` for paragraphs, list items, table cells (it escapes `|`), `<summary>` and bold text: no
+- `inline(text)` for paragraphs, list items, table cells (it escapes `|`) and bold text: no
   line break (shown as `\\n`), no escape sequence, no emphasis, code span, link, HTML, mention or math, and no
   block marker at its start (`#`, `-`, `1.`): it can add no block, end no table row and open no fence.
+- `html_text(text)` for text inside gpupool's own HTML (`<summary>`): an HTML block is not markdown, so only
+  `&`, `<`, `>` and mentions are escaped there (a backslash would show), and no line break can end the block.
 - `code(text)` for a code span (not in a table cell: GFM splits cells at `|` even inside code spans).
 - `fenced(body, lang)` for a fenced block whose fence no line of the body can close.
 - `mermaid_text(text)` for a label inside a Mermaid diagram's quoted string.
@@ -55,6 +57,12 @@ def inline(text: object) -> str:
         mark = marker.group(1)
         escaped = (mark[:-1] + "\\" + mark[-1] if mark[-1] in ".)" else "\\" + mark) + escaped[len(mark) :]
     return escaped
+
+
+def html_text(text: object) -> str:
+    """TEXT inside an HTML block gpupool writes (`<details><summary>TEXT</summary>`): entities for `&<>`, no
+    mention, control characters and line breaks shown as escapes (a blank line would end the block)."""
+    return "".join(_ENTITIES.get(c, _MENTION if c == "@" else c) for c in safe(str(text)))
 
 
 def cell(text: object) -> str:

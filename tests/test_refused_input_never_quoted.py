@@ -186,3 +186,28 @@ def test_a_hostile_tenant_file_name_forges_no_line_and_reaches_no_terminal(tmp_p
             assert line.startswith("tenants/te\\x1b[31mam\\n::error file=x.yaml::") and "declared in a file" in line
         elif fmt == "github":
             assert all(line.startswith(("::error ", "::warning ", "spec.yaml: ")) for line in lines), lines
+
+
+# Free text (a group owner): every printable character is allowed there (Kubernetes accepts any group name), so
+# only the hostile strings holding a line break or a control character are refused: GP810, located, not quoted.
+FREE_TEXT = {
+    "owner-group": ("gpus: {{nvidia.com/gpu.shared: 1}}\nowners: [team, {h}]\n", (4, 16), "tenants[team].owners[1]"),
+}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("kind", ["newline", "ansi"])
+@pytest.mark.parametrize("place", sorted(FREE_TEXT))
+def test_control_characters_in_free_text_are_refused_and_never_quoted(tmp_path, place, kind, fmt):
+    body, (line, column), path = FREE_TEXT[place]
+    spec = _stack(tmp_path, body, HOSTILE[kind])
+    status, output = _validate(spec, fmt)
+    assert status == 1 and "GP810" in output, output
+    _assert_not_quoted(output, HOSTILE[kind])
+    if fmt == "text":
+        for text_line in output.splitlines()[:-1]:
+            assert text_line.startswith("tenants/team.yaml:") and text_line.endswith("]"), text_line
+    found = [d for d in _diagnostics(spec) if d["rule"] == "GP810"]
+    assert [(d["file"], d["line"], d["column"], d["path"]) for d in found] == [
+        ("tenants/team.yaml", line, column, path)
+    ]

@@ -7,6 +7,7 @@ declared in gpupool.rules.input_files.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -328,3 +329,60 @@ def tenant_file_name(ctx: Context) -> None:
                 f"{name}.yaml (each tenant file is named after its tenant, so CODEOWNERS can give each team "
                 "its own file)",
             )
+
+
+# What no free text may hold: C0 controls (newline, tab, carriage return, ESC, backspace, BEL ...), DEL, C1
+# controls (CSI, NEL ...), Unicode's line and paragraph separators, and the bidirectional controls that
+# reorder how a line is shown (the "Trojan Source" characters). Each either changes the structure of what
+# gpupool prints (a newline ends a table row or starts a block in the pull-request comment) or what a terminal
+# shows (an escape sequence erases or rewrites the alert line), or makes a reviewer read something else.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# Helm values are handed to the chart as written (gpupool.spec.loader): a multi-line string there, such as a
+# config file, is ordinary, so line breaks and tabs are allowed; the other characters are not.
+_HELM_VALUES = ("cluster", "gpuOperator", "values")
+_CONTROL_IN_VALUES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_ONE_LINE = (
+    "must be one line of printable text: it holds a line break or a control character (a newline, tab, "
+    "carriage return, terminal escape sequence or bidirectional override), which would change what reviewers "
+    "see in gpupool's output; remove it"
+)
+
+
+@rule("GP810", "free text holds no line breaks or control characters")
+def control_characters(ctx: Context) -> None:
+    r"""Every string in a spec or tenant file, and every mapping key, is one line of printable text: owners,
+    descriptions, node and GPU names, paths, anything a later field adds. Text from tenant files reaches the
+    pull-request comment and terminals; a newline, a terminal escape sequence or a bidirectional override in
+    it could add a fake paragraph or verdict, end a table row or erase the alert line (gpupool escapes what
+    it prints as well, but refuses such text first). Under `cluster.gpuOperator.values` (Helm values, passed
+    as written) line breaks and tabs are allowed. Markdown characters such as `_`, `*`, `|` or backticks are
+    not refused: Kubernetes accepts any non-empty group name (pkg/apis/rbac/validation), identity providers
+    issue names like `gpu_admins`, and gpupool escapes them in its output.
+
+    Passes:
+        tenants:
+          - {name: team-a, tier: standard, owners: [team-a_admins], gpus: {nvidia.com/gpu: 4}}
+    Fails:
+        tenants:
+          - {name: team-a, tier: standard, owners: ["team-a\n\n**Routine**"], gpus: {nvidia.com/gpu: 4}}
+    """
+
+    def walk(node: Any, path: tuple, forbidden: re.Pattern[str]) -> None:
+        if path == _HELM_VALUES:
+            forbidden = _CONTROL_IN_VALUES
+        if isinstance(node, dict):
+            for key, value in node.items():
+                here = path + (key,)
+                if not ctx.usable(here):
+                    continue  # the schema or the loader refused it already
+                if isinstance(key, str) and forbidden.search(key):
+                    ctx.error(here, "this key " + _ONE_LINE, key=True)
+                walk(value, here, forbidden)
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                if ctx.usable(path + (i,)):
+                    walk(item, path + (i,), forbidden)
+        elif isinstance(node, str) and forbidden.search(node):
+            ctx.error(path, _ONE_LINE)
+
+    walk(ctx.data, (), _CONTROL)

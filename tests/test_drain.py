@@ -350,6 +350,25 @@ def test_a_terminating_namespace_is_retried_until_the_pods_deletion_starts_then_
     assert len(_posts(api)) == 3
 
 
+def test_a_bare_pod_whose_deletion_already_started_does_not_stop_the_drain():
+    """Its namespace is being deleted: its work and its emptyDir go whatever the drain does."""
+    going = pod("going", owner=None, empty_dir=True)
+    going["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    api = FakeApi([going], namespace_terminating=True)
+    api.terminating["going"] = 1  # kubelet is stopping it
+    evicted, _ = run(api)
+    assert evicted == [] and not api.pods
+
+
+def test_a_long_refusal_names_the_first_pods_and_counts_the_rest():
+    pods = [pod(f"bare-{i:02}", owner=None) for i in range(drain.LISTED + 3)]
+    with pytest.raises(drain.DrainError) as failure:
+        run(FakeApi(pods))
+    message = str(failure.value)
+    assert f"team-a/bare-{drain.LISTED - 1:02}" in message and f"team-a/bare-{drain.LISTED:02}" not in message
+    assert "and 3 more" in message
+
+
 def test_a_terminating_namespace_whose_pod_is_never_deleted_stops_the_drain_at_the_deadline():
     api = FakeApi([pod("a")], namespace_terminating=True)
     with pytest.raises(drain.DrainError) as failure:

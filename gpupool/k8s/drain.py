@@ -18,7 +18,9 @@ refuses stops the drain with an error naming every refused pod and why; nothing 
   reconfiguration under it or, with WITH_REBOOT, reboots the node with it and everything else on it
   (reconfigure.go 184-202), and evicting it would not help (its controller tolerates the cordon and puts it
   back). DaemonSet pods without a GPU are left, as `--ignore-daemonsets` does (only GPU pods are evicted).
-  Where kubectl reports a pod for its first failing filter only, gpupool names every reason a pod has.
+  Where kubectl reports a pod for its first failing filter only, gpupool names every reason a pod has; and a pod
+  whose deletion already started (its namespace is being deleted) is not refused for the first two reasons:
+  its work and its emptyDir go whatever the drain does (kubectl refuses it unless --force).
 Mirror (static) pods are left (`mirrorPodFilter`, filters.go 211-216: the API cannot evict them), and so are
 finished pods (they hold no device).
 
@@ -154,20 +156,33 @@ GPU_DAEMONSET = (
 
 def refusals(pods: list[dict[str, Any]], care: Care) -> dict[str, list[str]]:
     """kubectl's filter pass over the drain's pods: reason -> the pods it refuses ("namespace/name", a DaemonSet's
-    pod with its DaemonSet). Empty: every pod may be evicted."""
+    pod with its DaemonSet). Empty: every pod may be evicted. A pod whose deletion already started (its
+    namespace is being deleted, say) loses its work and its emptyDir whatever the drain does, so only its
+    DaemonSet can refuse it (kubectl, without --skip-wait-for-delete-timeout, would refuse it too)."""
     out: dict[str, list[str]] = {}
     for pod in pods:
         meta = pod.get("metadata", {})
-        name = f"{meta.get('namespace')}/{meta.get('name')}"
+        namespace = said(meta.get("namespace"), 63)
+        name = f"{namespace}/{said(meta.get('name'), 253)}"
         daemonset = daemonset_of(pod)
         if daemonset is not None:
-            out.setdefault(GPU_DAEMONSET, []).append(f"{name} (DaemonSet {meta.get('namespace')}/{daemonset})")
+            out.setdefault(GPU_DAEMONSET, []).append(f"{name} (DaemonSet {namespace}/{said(daemonset, 253)})")
+            continue
+        if meta.get("deletionTimestamp"):
             continue
         if has_local_storage(pod) and not care.delete_empty_dir_data:
             out.setdefault(EMPTY_DIR, []).append(name)
         if controller_of(pod) is None and not care.force:
             out.setdefault(NO_CONTROLLER, []).append(name)
     return {reason: sorted(names) for reason, names in out.items()}
+
+
+LISTED = 20  # pods named per reason in an error; the rest are counted
+
+
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(names[:LISTED])
+    return shown if len(names) <= LISTED else f"{shown} and {len(names) - LISTED} more"
 
 
 @dataclass(frozen=True)
@@ -268,7 +283,7 @@ def drain(
     pods = gpu_pods(listing["items"], node)
     refused = refusals(pods, care or Care())
     if refused:
-        found = "; ".join(f"{reason}: {', '.join(names)}" for reason, names in refused.items())
+        found = "; ".join(f"{reason}: {_listed(names)}" for reason, names in refused.items())
         raise DrainError(f"node {node}: the drain evicted nothing: {found}; every pod keeps running and {KEEP}")
     waiting = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in pods}
     evicted: dict[tuple[str, str], _Evicted] = {}

@@ -118,7 +118,7 @@ def test_a_failure_under_o_json_is_one_json_error_object(project, capsys, argv, 
     doc = json.loads(out)  # exactly one JSON document, nothing else on stdout
     assert isinstance(doc, dict), out
     assert doc["kind"] == "Error" and doc["apiVersion"] == "gpupool.dev/v1alpha1", doc
-    assert doc["exitCode"] == code and doc["command"] == argv[0]
+    assert doc["exitCode"] == code and doc["command"] == _command(argv)  # as typed, subcommand included
     assert doc["reason"] == ("UsageError" if code == 2 else "Failed")
     assert doc["message"] and "\n" not in doc["message"]
     assert f"error: {doc['message']}" in err.splitlines(), err  # the usual line on stderr, the same words

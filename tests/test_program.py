@@ -179,11 +179,14 @@ def test_tenant_objects_are_retained_on_delete_unless_offboarded(stack):
         assert {a.typ.split(":")[-1] for a in mine} >= {"Namespace", "ResourceQuota", "LimitRange"}
         for a in mine:
             request = monitor.requests[f"{a.typ}::{a.name}"]
-            # Not retained: the owners' RoleBinding (a replaced one must not keep granting its old role) and
-            # the per-pod maximum (removing it from the spec must remove its enforcement). The priority guard is
-            # retained: a removed tenant's namespace and workloads stay, and so must its ceiling.
+            # Not retained: the owners' RoleBinding (a replaced one must not keep granting its old role), the
+            # per-pod maximum (removing it from the spec must remove its enforcement) and the priority-guard
+            # quota (it leaves the spec when the tenant's tier becomes the top one, and kept it would refuse
+            # that tier). The guard policy is retained: a removed tenant's namespace and workloads stay, and so
+            # must its ceiling.
             admission = a.typ.startswith("kubernetes:admissionregistration.k8s.io") and "priority-guard" not in a.name
-            retained = not tenant.offboarded and not admission and not a.typ.endswith("RoleBinding")
+            guard_quota = a.name == f"{P}tenant-{tenant.name}-priority-guard"
+            retained = not tenant.offboarded and not admission and not guard_quota and not a.typ.endswith("RoleBinding")
             assert bool(request["retainOnDelete"]) is retained, (tenant.name, a.name)
 
 

@@ -144,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     from gpupool.spec import loader
 
     loader.LIMITS = loader.Limits(args.max_file_size, args.max_input_size)
+    args.command_path = _command_path(parser, sys.argv[1:] if argv is None else argv)
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:
@@ -164,6 +165,20 @@ def main(argv: list[str] | None = None) -> int:
         return _failed(args, "InternalError", message, 70, prefix="gpupool: internal error")
 
 
+def _command_path(parser: argparse.ArgumentParser, argv: list[str]) -> str:
+    """The command as typed, subcommands included (`mig check`, `stacks up`): what the JSON error names."""
+    words: list[str] = []
+    level = parser
+    for word in argv:
+        choices = next((a.choices for a in level._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if not choices:
+            break
+        if word in choices:
+            words.append(word)
+            level = choices[word]
+    return " ".join(words)
+
+
 def _failed(args: argparse.Namespace, reason: str, message: str, code: int, prefix: str = "error") -> int:
     """Report a failed command: `PREFIX: MESSAGE` on stderr and, when the command was asked for `-o json`,
     a JSON error object on stdout (scripts parse stdout; an empty one is no answer). Both are scrubbed of
@@ -173,7 +188,8 @@ def _failed(args: argparse.Namespace, reason: str, message: str, code: int, pref
     message = redact.scrub(message)
     print(f"{prefix}: {message}", file=sys.stderr)
     if getattr(args, "output", None) == "json":
-        print(json_error(getattr(args, "command", None), reason, message, code))
+        command = getattr(args, "command_path", None) or getattr(args, "command", None)
+        print(json_error(command, reason, message, code))
     return code
 
 

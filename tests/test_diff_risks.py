@@ -197,6 +197,13 @@ def test_heading_names_stack_commit_and_artifact(base, tmp_path, capsys):
     assert f"[full diff: artifact `gpupool-diff-prod` of this run]({url})" in first[1]
     code, md, _ = run(capsys, base, head, "-o", "markdown", "--artifact-url", "javascript:alert(1)")
     assert "javascript" not in md  # only https links
+    # A credential in the URL's userinfo is never published in the comment (everyone can read it).
+    from gpupool import redact
+
+    redact.forget_all()  # the first line of defence: not linked at all, not merely scrubbed on the way out
+    secret = "CANARY-artifact-4d1f9a"
+    code, md, _ = run(capsys, base, head, "-o", "markdown", "--artifact-url", f"https://x:{secret}@github.com/o/r/1")
+    assert secret not in md and "full diff" not in md
 
 
 def test_routine_change_is_a_check_mark_with_only_nonzero_counts(base, tmp_path, capsys):

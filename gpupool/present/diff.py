@@ -1075,6 +1075,13 @@ class Heading:
 _SAFE_URL = re.compile(r"https://[A-Za-z0-9._~:/?#@!$&'*+,;=%-]+")
 
 
+def _linkable(url: str) -> bool:
+    """An https URL of plain characters with no userinfo: a comment is read by everyone who can read the
+    pull request, so a `https://user:token@host/...` is not linked (nor quoted)."""
+    authority = url[len("https://") :].split("/", 1)[0]
+    return bool(_SAFE_URL.fullmatch(url)) and "(" not in url and "@" not in authority
+
+
 def _title(base: Side, head: Side, h: Heading) -> str:
     parts = ["## gpupool diff"]
     if h.stack:
@@ -1082,7 +1089,7 @@ def _title(base: Side, head: Side, h: Heading) -> str:
     if h.commit:
         parts.append(f"commit {code(h.commit[:12])}")
     line2 = f"{code(base.label)} → {code(head.label)}"
-    if h.artifact_url and _SAFE_URL.fullmatch(h.artifact_url) and "(" not in h.artifact_url:
+    if h.artifact_url and _linkable(h.artifact_url):
         name = f" {code(h.artifact)}" if h.artifact else ""
         line2 += f" · [full diff: artifact{name} of this run]({h.artifact_url.replace(')', '%29')})"
     return " · ".join(parts) + f"\n\n{line2}\n"

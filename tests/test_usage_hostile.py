@@ -294,6 +294,7 @@ def test_a_a_redirect_within_the_server_is_followed_with_the_credential(spec_fil
         (["--start=-inf"], "finite"),
         (["--end", "inf"], "finite"),
         (["--start", "1733000000000", "--end", "1733003600000"], "milliseconds"),
+        (["--start", "1969-12-31T00:00:00Z"], "before 1970"),
         (["--since", "99999999999w", "--start", ""], "out of range"),
         (["--step", "30m1h"], "largest to the smallest"),
         (["--step", "1.5h"], "not a duration"),
@@ -307,6 +308,14 @@ def test_b_times_and_durations_are_refused_before_any_query(flags, words, spec_f
         out, err = capsys.readouterr()
     assert code == 2 and words in json_error(out)["message"], err
     assert fake.requests == []
+
+
+def test_b_rfc3339_times_far_ahead_are_no_milliseconds(spec_file, capsys):
+    with Fake() as fake:
+        code = main(["usage", spec_file, "--prometheus", fake.url, "--start", "9999-12-31T00:00:00Z",
+                     "--end", "9999-12-31T01:00:00Z", "-o", "json"])  # fmt: skip
+        out, err = capsys.readouterr()
+    assert code == 0 and json.loads(out)["end"] == "9999-12-31T01:00:00Z", err
 
 
 def test_b_a_range_of_too_many_points_is_refused_with_the_numbers(spec_file, capsys):

@@ -133,14 +133,16 @@ def instant(text: str, flag: str) -> float:
 
     try:
         value = float(text)
+        number = True
     except ValueError:
+        number = False
         try:
             value = datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
         except (ValueError, OverflowError, OSError):
             raise UsageError(f"{flag}: must be RFC 3339 (2026-12-01T00:00:00Z) or unix seconds") from None
     if value != value or value in (float("inf"), float("-inf")):
         raise UsageError(f"{flag}: must be a finite time: RFC 3339 (2026-12-01T00:00:00Z) or unix seconds")
-    if abs(value) >= MS_THRESHOLD:
+    if number and abs(value) >= MS_THRESHOLD:
         raise UsageError(
             f"{flag}: looks like milliseconds (as Grafana writes them, 13 digits), not unix seconds: "
             "divide by 1000, or give RFC 3339 (2026-12-01T00:00:00Z)"

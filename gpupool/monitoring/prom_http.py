@@ -77,30 +77,32 @@ def _shutdown(sock: socket.socket) -> None:
         pass  # already closed, or detached by the TLS wrapper (its SSLSocket is watched instead)
 
 
+def _creating_watched(deadline: _Deadline) -> Any:
+    """socket.create_connection, each socket it makes watched by DEADLINE (a proxy tunnel's too)."""
+
+    def create(*args: Any, **kwargs: Any) -> socket.socket:
+        sock = socket.create_connection(*args, **kwargs)
+        deadline.watch(sock)
+        return sock
+
+    return create
+
+
 class _WatchedHTTP(http.client.HTTPConnection):
     """An HTTP connection whose socket the request's deadline shuts down when it expires."""
 
     def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.deadline = deadline
-        self._create_connection = self._create_watched
-
-    def _create_watched(self, *args: Any, **kwargs: Any) -> socket.socket:
-        sock = socket.create_connection(*args, **kwargs)
-        self.deadline.watch(sock)  # a proxy tunnel's handshake is covered too
-        return sock
+        self._create_connection = _creating_watched(deadline)
 
 
 class _WatchedHTTPS(http.client.HTTPSConnection):
+    """The same for HTTPS, the TLS socket watched from before its handshake."""
+
     def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.deadline = deadline
-        self._create_connection = self._create_watched
-
-    def _create_watched(self, *args: Any, **kwargs: Any) -> socket.socket:
-        sock = socket.create_connection(*args, **kwargs)
-        self.deadline.watch(sock)
-        return sock
+        self._create_connection = _creating_watched(deadline)
 
     def connect(self) -> None:
         # HTTPSConnection.connect, with the TLS socket watched before its handshake (which a server can
@@ -124,6 +126,7 @@ class _SameOrigin(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, req, fp, code, msg, headers, newurl):
         target = urllib.parse.urljoin(req.full_url, newurl)
         if _origin(target) != _origin(self.conn.base):
+            fp.close()
             raise PrometheusError(
                 f"{self.conn.display} answered HTTP {code}, a redirect to another server "
                 f"({shown(_origin_text(target))}, not {_origin_text(self.conn.base)}): a sign-in page in front of "
@@ -256,7 +259,7 @@ def _unreachable(conn: Connection, exc: BaseException) -> str:
 def _what_came_back(status: int, ctype: str, body: bytes) -> str:
     head = body[:512].lstrip().lower()
     kind = f"HTTP {status}, Content-Type {shown(ctype, 80) or '(none)'}"
-    if "html" in ctype.lower() or head.startswith((b"<!doctype", b"<html", b"<")):
+    if "html" in ctype.lower() or head.startswith(b"<"):  # <!doctype html>, <html>, or a page without either
         return f"{kind}: an HTML page"
     return kind
 
@@ -286,7 +289,12 @@ def _refusal(conn: Connection, exc: urllib.error.HTTPError) -> str:
         )
         return f"{where}: {came}: Prometheus (or a proxy in front of it) answered Unauthorized: {asked}"
     if exc.code == 403:
-        return f"{where}: {came}: Forbidden: the credentials given may not query this Prometheus"
+        who = (
+            f"the credentials from {conn.auth_source} may not"
+            if conn.auth_source
+            else "without credentials, gpupool may not"
+        )
+        return f"{where}: {came}: Forbidden: {who} query this Prometheus"
     if 300 <= exc.code < 400:
         return f"{where}: {came}: a redirect gpupool does not follow; give the URL of Prometheus itself"
     if came.endswith("an HTML page"):

@@ -321,8 +321,8 @@ def compute(
     overflowed = not_finite(to_json(report))
     if overflowed:
         raise UsageDataError(
-            f"the report's {overflowed} is not a finite number: Prometheus' samples are too large to add up "
-            "(each is finite, their sum is not)"
+            f"the report's {overflowed} is not a finite number: Prometheus' samples are each finite, but too "
+            "large to add up or to price; no GPU request or activity has such values"
         )
     return report
 
@@ -332,21 +332,24 @@ def checked(what: str, series: list[Series]) -> list[Series]:
     anything else); UsageDataError naming the first series with another."""
     for s in series:
         for t, v in s.samples:
-            if not (math.isfinite(t) and math.isfinite(v) and v >= 0):
-                kind = (
-                    "NaN"
-                    if v != v
-                    else "infinite"
-                    if not math.isfinite(v)
-                    else "negative"
-                    if v < 0
-                    else "at no finite time"
-                )
+            kind = _unusable(t, v)
+            if kind:
                 raise UsageDataError(
                     f"Prometheus answered a {kind} sample for the {what} series {series_name(s.labels)}: "
                     "GPU requests and activity are finite and never negative, so no usage is reported from it"
                 )
     return series
+
+
+def _unusable(t: float, v: float) -> str | None:
+    """What is wrong with the sample (T, V), or None."""
+    if v != v:
+        return "NaN"
+    if not math.isfinite(v):
+        return "infinite"
+    if v < 0:
+        return "negative"
+    return None if math.isfinite(t) else "timeless"
 
 
 def finite(series: Series, x: float) -> float:

@@ -14,6 +14,7 @@ import time
 FORMATS = ("table", "json", "markdown", "csv")
 # Unix seconds at or above this are milliseconds (year 5138 in seconds; Grafana's 13-digit ms are ~1.7e12).
 MS_THRESHOLD = 1e11
+MAX_TIMEOUT = 86400.0
 
 
 def register(sub) -> None:
@@ -179,8 +180,11 @@ def run(args) -> int:
     if not args.prometheus:
         raise UsageError("give --prometheus URL (or set GPUPOOL_PROMETHEUS_URL)")
     w = window(args)
+    timeout = duration(args.timeout, "--timeout")
+    if timeout > MAX_TIMEOUT:  # no range query takes a day: a longer one is a typo
+        raise UsageError("--timeout: at most 24h")
     limits = Limits(
-        timeout=duration(args.timeout, "--timeout"),
+        timeout=timeout,
         max_response_bytes=args.max_response_size,
         max_points=args.max_points,
     )

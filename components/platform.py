@@ -109,9 +109,11 @@ def load_or_stop(spec_path: str | Path) -> m.Spec:
     for d in diagnostics:
         (pulumi.log.error if d.is_error else pulumi.log.warn)(d.render())
     if result.spec is None:
+        from gpupool.present.text import plural
+
         errors = sum(d.is_error for d in diagnostics)
         raise pulumi.RunError(
-            f"{spec_path}: {errors} errors in the spec; nothing was registered "
+            f"{spec_path}: {plural(errors, 'error')} in the spec; nothing was registered "
             f"(run `gpupool validate {spec_path}` to see them)"
         )
     return result.spec

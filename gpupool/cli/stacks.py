@@ -13,6 +13,45 @@ from __future__ import annotations
 
 import argparse
 
+INTERRUPTED = "interrupted; the stack's lock and state: see docs/howto/recover-failed-run.md"
+
+# What every action needs, and what each does: `gpupool stacks OP --help` prints OP's own paragraph.
+NEEDS = (
+    "Needs: the pulumi CLI on PATH (https://www.pulumi.com/docs/install/); the state backend in "
+    "$PULUMI_BACKEND_URL (file://, s3://, gs://, azblob://, or https://api.pulumi.com for Pulumi Cloud, "
+    "logged in with `pulumi login` or $PULUMI_ACCESS_TOKEN); the stack's secrets passphrase in $PULUMI_CONFIG_PASSPHRASE or "
+    "$PULUMI_CONFIG_PASSPHRASE_FILE (not needed with a cloud secrets provider); Pulumi.yaml in the current "
+    "directory or above (--project-dir) with its virtualenv installed (`pulumi install`); for preview and up "
+    "a kubeconfig that reaches the cluster (gpupool:kubeconfig, else $KUBECONFIG or ~/.kube/config)."
+)
+ACTIONS = {
+    "preview": "gpupool stacks preview STACK: show what `up` would change (pulumi preview --diff), on STACK and "
+    "its shard stacks; changes nothing in the cluster or the state. A stack that does not exist yet is created "
+    "empty (a first deploy's pull request). An invalid spec stops here, each error printed once. "
+    "--preview-out FILE keeps the text for the pull-request comment.",
+    "up": "gpupool stacks up STACK: deploy STACK (and its shard stacks, in the order tenant moves need): a "
+    "dead run's stale lock cancelled and its torn state repaired, `pulumi up`, then the convergence check "
+    "(preview --expect-no-changes). Ctrl-C stops pulumi gracefully (SIGINT, then SIGTERM) and exits 130: "
+    "then see docs/howto/recover-failed-run.md.",
+    "destroy": "gpupool stacks destroy STACK: delete everything STACK and its shard stacks manage (shards "
+    "first). Only an existing stack: an unknown name is an error naming the stacks there, and nothing is "
+    "created. The stacks themselves stay in the backend (`pulumi stack rm` removes them).",
+}
+
+
+class _ActionHelp(argparse.Action):
+    """-h/--help after the action (`gpupool stacks up --help`): that action's help, not the generic one."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        op = getattr(namespace, "op", None)
+        if op in ACTIONS:
+            parser.description = f"{ACTIONS[op]}\n\n{NEEDS}"
+        parser.print_help()
+        parser.exit()
+
 
 def _config(value: str) -> tuple[str, str]:
     key, sep, val = value.partition("=")
@@ -28,8 +67,11 @@ def register(sub) -> None:
         description="Preview, update or destroy STACK with the project's Pulumi program, and its tenant shard "
         "stacks (STACK.tenants-<k>) when the spec is sharded: the two-pass move when tenants change stacks, "
         "a dead run's stale lock and torn state recovered, `up` checked to converge "
-        "(preview --expect-no-changes). The backend is $PULUMI_BACKEND_URL.",
+        f"(preview --expect-no-changes). `gpupool stacks OP --help` says what OP does.\n\n{NEEDS}",
+        formatter_class=_Paragraphs,
+        add_help=False,
     )
+    p.add_argument("-h", "--help", action=_ActionHelp, help="show this help (after OP: that action's) and exit")
     p.add_argument("op", choices=("preview", "up", "destroy"), help="what to do")
     p.add_argument("stack", metavar="STACK", help="the platform stack (e.g. dev)")
     p.add_argument(
@@ -39,7 +81,14 @@ def register(sub) -> None:
         type=_config,
         default=[],
         metavar="KEY=VALUE",
-        help="set a stack config value first (repeatable), e.g. -c gpupool:skipAwait=true",
+        help="a stack config value for this run (repeatable), e.g. -c gpupool:skipAwait=true; the stack file "
+        "(Pulumi.STACK.yaml) is left as it is unless --save-config",
+    )
+    p.add_argument(
+        "--save-config",
+        action="store_true",
+        help="write the -c values into the stack file (pulumi config set) before the run, for the team to "
+        "commit; an empty VALUE removes KEY from it",
     )
     p.add_argument("--project-dir", metavar="DIR", default=None, help="the Pulumi project (default: find Pulumi.yaml)")
     p.add_argument(
@@ -56,8 +105,20 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+class _Paragraphs(argparse.RawDescriptionHelpFormatter):
+    """Descriptions wrapped paragraph by paragraph (argparse's default joins them into one)."""
+
+    def _fill_text(self, text, width, indent):
+        import textwrap
+
+        return "\n\n".join(
+            textwrap.fill(par, width, initial_indent=indent, subsequent_indent=indent) for par in text.split("\n\n")
+        )
+
+
 def run(args) -> int:
     import os
+    import signal
     import sys
     from pathlib import Path
 
@@ -82,6 +143,7 @@ def run(args) -> int:
         project_dir=project.resolve(),
         backend_url=backend,
         config=dict(args.config),
+        save_config=args.save_config,
         single_writer=single,
         preview_out=Path(preview_out) if preview_out else None,
         output=lambda text: print(text, end="" if text.endswith("\n") else "\n", file=sys.stderr, flush=True),
@@ -91,8 +153,13 @@ def run(args) -> int:
     except stacks.SetupError as exc:
         raise UsageError(str(exc)) from None
     status = 0
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with SIGINT ignored
     try:
         platform.run(args.op)
+    except KeyboardInterrupt:
+        # pulumi and its plugins are stopped by now (gpupool.deploy.pulumi_process); one line, not a traceback
+        print(INTERRUPTED, file=sys.stderr, flush=True)
+        return 130
     except stacks.StackError as exc:
         if not platform.outcomes:  # no stack was reached (--preview-out refused): no summary to give
             raise CommandError(str(exc)) from None
@@ -100,6 +167,8 @@ def run(args) -> int:
         # line says why in the words every command uses.
         print(f"error: {exc}", file=sys.stderr)
         status = 1
+    finally:
+        signal.signal(signal.SIGINT, previous)
     print(stacks.as_json(platform.outcomes) if args.output == "json" else stacks.summary(platform.outcomes), end="")
     return status
 

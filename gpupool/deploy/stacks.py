@@ -22,6 +22,7 @@ keeps working on an unsharded stack.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -38,7 +39,7 @@ import yaml
 from pulumi import automation as auto
 
 from gpupool.analysis import shard_moves
-from gpupool.deploy import recovery
+from gpupool.deploy import recovery, run_config
 
 OPS = ("preview", "up", "destroy")
 T = TypeVar("T")
@@ -116,6 +117,7 @@ class Settings:
     project_dir: Path
     backend_url: str
     config: dict[str, str] = field(default_factory=dict)  # -c KEY=VALUE
+    save_config: bool = False  # --save-config: write them into the stack file, else for this run only
     single_writer: bool = False
     preview_out: Path | None = None
     log: Callable[[str], None] = lambda msg: print(f"[gpupool stacks] {msg}", file=sys.stderr)
@@ -170,9 +172,19 @@ class Platform:
 
     def configure_platform(self, create: bool = True) -> auto.Stack:
         stack = self.select(self.platform_stack, create)
-        if self.s.config:
-            stack.set_all_config({k: auto.ConfigValue(v) for k, v in self.s.config.items()})
+        if self.s.save_config:  # asked for: into the stack file; an empty VALUE removes KEY from it
+            saved = {k: auto.ConfigValue(v) for k, v in self.s.config.items() if v}
+            if saved:
+                stack.set_all_config(saved)
+            removed = [k for k, v in self.s.config.items() if not v]
+            if removed:
+                stack.remove_all_config(removed)
         return stack
+
+    def run_values(self) -> dict[str, str]:
+        """The -c values each run gets through a --config-file copy (gpupool.deploy.run_config), leaving the
+        stack files as they are; none once --save-config has written them."""
+        return {} if self.s.save_config else dict(self.s.config)
 
     def configure_shard(self, name: str, shard: str, platform: auto.Stack, create: bool = True) -> auto.Stack:
         """A shard stack: the platform stack's config (secrets re-encrypted with its own salt) plus its role."""
@@ -189,15 +201,46 @@ class Platform:
             if s.name == self.platform_stack or s.name.startswith(f"{self.platform_stack}.tenants-")
         ]
 
-    def layout(self, platform: auto.Stack, with_states: bool) -> list[shard_moves.StackRun] | None:
-        """The platform's stacks as shard_moves plans them, or None when it is one stack (not sharded, or the
-        spec does not load: the platform stack's own run then reports why)."""
+    def checked_spec(self, platform: auto.Stack):
+        """(the spec path, its gpupool.rules.engine result) of the platform stack's gpupool:spec (this run's
+        -c value first), or None when the stack names none (the program then says so)."""
         from gpupool.rules.engine import validate_file
 
-        spec_value = platform.get_all_config().get("gpupool:spec")
-        if spec_value is None:
+        spec_path = self.run_values().get("gpupool:spec")
+        if spec_path is None:
+            spec_value = platform.get_all_config().get("gpupool:spec")
+            if spec_value is None:
+                return None
+            spec_path = spec_value.value
+        return spec_path, validate_file(str(self.s.project_dir / spec_path))
+
+    def refuse_invalid_spec(self, op: str, checked) -> None:
+        """An invalid spec stops preview and up before pulumi runs: its diagnostics printed once, as
+        `gpupool validate` prints them (through pulumi each came back inline, in its Diagnostics section and
+        in the error lines), and the platform stack's failed outcome."""
+        from gpupool.present.text import plural
+
+        if checked is None or checked[1].spec is not None:
+            return
+        spec_path, result = checked
+        diagnostics = result.report.sorted()
+        for d in diagnostics:
+            self.s.output(d.render())
+        errors = sum(d.is_error for d in diagnostics)
+        note = (
+            f"{spec_path}: {plural(errors, 'error')} in the spec; nothing was run "
+            f"(`gpupool validate {spec_path}` shows them)"
+        )
+        self.outcomes.append(Outcome(self.platform_stack, op, "failed", note=note))
+        raise StackError(f"{self.platform_stack}: {op} failed: {note}")
+
+    def layout(self, platform: auto.Stack, with_states: bool, checked=None) -> list[shard_moves.StackRun] | None:
+        """The platform's stacks as shard_moves plans them, or None when it is one stack (not sharded, or the
+        spec does not load: the platform stack's own run then reports why)."""
+        checked = checked or self.checked_spec(platform)
+        if checked is None:
             return None
-        result = validate_file(str(self.s.project_dir / spec_value.value))
+        result = checked[1]
         if result.spec is None:
             return None
         states = {}
@@ -258,22 +301,40 @@ class Platform:
                 self.env.pop(k, None)
 
     def _run_one(self, stack: auto.Stack, op: str) -> None:
+        with contextlib.ExitStack() as cleanup:
+            try:
+                config_file = cleanup.enter_context(
+                    run_config.overlay(self.s.project_dir, stack.name, self.run_values())
+                )
+            except (OSError, ValueError, yaml.YAMLError) as exc:  # the stack file to copy for -c does not read
+                where = run_config.stack_file(self.s.project_dir, stack.name).name
+                note = f"-c needs {where} as a readable YAML mapping ({type(exc).__name__}); nothing was run"
+                self.outcomes.append(Outcome(stack.name, op, "failed", note=note))
+                raise StackError(f"{stack.name}: {op} failed: {note}") from None
+            self._run_op(stack, op, config_file)
+
+    def _run_op(self, stack: auto.Stack, op: str, config_file: str | None) -> None:
         out = self.s.output
         try:
             if op == "preview":
-                result = stack.preview(diff=True, color="never", on_output=out, on_error=out)
+                result = stack.preview(diff=True, color="never", on_output=out, on_error=out, config_file=config_file)
                 self._previews.append(result.stdout)
                 self._write_previews()
                 self.outcomes.append(Outcome(stack.name, op, "succeeded", _counts(result.change_summary)))
             elif op == "up":
-                up = self._recovering(stack, lambda: stack.up(diff=True, color="never", on_output=out, on_error=out))
+                up = self._recovering(
+                    stack,
+                    lambda: stack.up(diff=True, color="never", on_output=out, on_error=out, config_file=config_file),
+                )
                 self._drop_completed_pending(stack)
                 # Converged: the live stack matches the program (also after a recovered dead run).
-                stack.preview(expect_no_changes=True, color="never", on_output=lambda _: None)
+                stack.preview(expect_no_changes=True, color="never", on_output=lambda _: None, config_file=config_file)
                 changes = _counts(up.summary.resource_changes)
                 self.outcomes.append(Outcome(stack.name, op, "succeeded", changes, "converged"))
             else:
-                down = self._recovering(stack, lambda: stack.destroy(color="never", on_output=out, on_error=out))
+                down = self._recovering(
+                    stack, lambda: stack.destroy(color="never", on_output=out, on_error=out, config_file=config_file)
+                )
                 changes = _counts(down.summary.resource_changes)
                 self.outcomes.append(Outcome(stack.name, op, "succeeded", changes))
         except StackError as exc:
@@ -313,7 +374,10 @@ class Platform:
         self._write_previews()  # emptied (or refused) before any stack is touched
         create = op != "destroy"  # destroy acts only on what exists, as `pulumi destroy` does
         platform = self._setup(self.platform_stack, op, lambda: self.configure_platform(create))
-        runs = self._setup(self.platform_stack, op, lambda: self.layout(platform, with_states=op == "up"))
+        checked = self._setup(self.platform_stack, op, lambda: self.checked_spec(platform))
+        if op != "destroy":  # destroy does not run the program
+            self.refuse_invalid_spec(op, checked)
+        runs = self._setup(self.platform_stack, op, lambda: self.layout(platform, op == "up", checked))
         if runs is None:
             self.run_one(platform, op)
             return
@@ -376,7 +440,11 @@ def _workspace(project_dir: Path, env: dict[str, str], command: auto.PulumiComma
     """The project's workspace. Without COMMAND the Automation API runs `pulumi version` from PATH here
     (pulumi/automation/_cmd.py, PulumiCommand.__init__: subprocess.check_output, then the version check): a
     missing, broken or too old CLI is a SetupError in one line."""
+    from gpupool.deploy import pulumi_process
+
     try:
+        # pulumi_process.PulumiCommand: an interrupt stops pulumi and its plugins, not only gpupool
+        command = command or pulumi_process.PulumiCommand()
         return auto.LocalWorkspace(work_dir=str(project_dir), env_vars=env, pulumi_command=command)
     except FileNotFoundError:
         raise SetupError(

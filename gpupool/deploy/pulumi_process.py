@@ -1,0 +1,197 @@
+"""The pulumi CLI as a child that an interrupt stops whole: its own process group, SIGINT, then SIGTERM.
+
+The Automation API's PulumiCommand.run (pulumi/automation/_cmd.py) starts pulumi in gpupool's process
+group and reads its output on two threads; on Ctrl-C, Popen.__exit__ closes the pipes under those threads
+(a traceback from each) and returns after a quarter second, and pulumi, its language host and its
+providers go on running. PulumiCommand here runs the same command the same way, except that pulumi leads a
+process group of its own, the readers are daemon threads that end at EOF, and a KeyboardInterrupt stops
+the child before it propagates (stop()).
+
+Pulumi starts each plugin (language host, resource providers) in a process group of its own
+(sdk/go/common/util/cmdutil/child_unix.go, RegisterProcessGroup: Setpgid), so signalling pulumi's group
+does not reach them: the descendants are read from /proc before the first signal, and whatever of them
+outlives the grace is sent SIGTERM (then SIGKILL) as well.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+
+from pulumi import automation as auto
+from pulumi.automation.errors import create_command_error
+
+# SIGINT is pulumi's graceful cancel (it asks the engine to stop and waits for operations in flight); the
+# waits are bounded so that an interrupted run always ends.
+INTERRUPT_GRACE = 20.0
+TERM_GRACE = 5.0
+
+
+class PulumiCommand(auto.PulumiCommand):
+    """auto.PulumiCommand whose run() leaves no process behind when it is interrupted."""
+
+    interrupt_grace = INTERRUPT_GRACE
+    term_grace = TERM_GRACE
+
+    def run(
+        self,
+        args: list[str],
+        cwd: str,
+        additional_env: Mapping[str, str],
+        on_output: auto.OnOutput | None = None,
+        on_error: auto.OnOutput | None = None,
+    ) -> auto.CommandResult:
+        # As PulumiCommand.run: non-interactive before any "--", the Automation API's marker.
+        sep = args.index("--") if "--" in args else len(args)
+        if "--non-interactive" not in args[:sep]:
+            args.insert(0, "--non-interactive")
+        env = {**os.environ, **additional_env, "PULUMI_AUTOMATION_API": "true"}
+        if os.path.isabs(self.command):  # as _cmd._fixup_path: the CLI's own directory first on PATH
+            env["PATH"] = os.pathsep.join((os.path.dirname(self.command), env.get("PATH", "")))
+        out: list[str] = []
+        err: list[str] = []
+        process = subprocess.Popen(
+            [self.command, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            encoding="utf-8",
+            errors="replace",
+            start_new_session=True,  # its own group: stop() signals it whole; a terminal's ^C reaches only us
+        )
+        readers = [
+            threading.Thread(target=_consume, args=(process.stdout, on_output, out), daemon=True),
+            threading.Thread(target=_consume, args=(process.stderr, on_error, err), daemon=True),
+        ]
+        try:
+            for t in readers:
+                t.start()
+            for t in readers:
+                t.join()
+            code = process.wait()
+        except BaseException:  # KeyboardInterrupt above all: nothing of pulumi's may outlive us
+            stop(process, self.interrupt_grace, self.term_grace)
+            raise
+        result = auto.CommandResult(stdout="\n".join(out), stderr="\n".join(err), code=code)
+        if code != 0:
+            raise create_command_error(result)
+        return result
+
+
+def _consume(stream, callback, chunks: list[str]) -> None:
+    try:
+        for line in iter(stream.readline, ""):
+            line = line.rstrip()
+            if callback:
+                callback(line)
+            chunks.append(line)
+    except (OSError, ValueError):
+        pass  # the pipe went away with the child
+    finally:
+        try:
+            stream.close()
+        except (OSError, ValueError):
+            pass
+
+
+def stop(process: subprocess.Popen, interrupt_grace: float, term_grace: float) -> None:
+    """Stop PROCESS (a group leader) and its descendants: SIGINT to its group, at most INTERRUPT_GRACE
+    seconds for it to cancel, then SIGTERM to every group and process left, at most TERM_GRACE, then
+    SIGKILL. A second interrupt while waiting skips to the next step."""
+    pgid = process.pid
+    family = descendants(process.pid)
+    _signal_group(pgid, signal.SIGINT)
+    for sig, grace in ((signal.SIGTERM, interrupt_grace), (signal.SIGKILL, term_grace)):
+        if _wait(process, family, grace):
+            return
+        _signal_group(pgid, sig)
+        for pid in family:
+            _signal(pid, sig)
+    _wait(process, family, term_grace)
+
+
+def _wait(process: subprocess.Popen, family: set[int], grace: float) -> bool:
+    """Whether PROCESS and FAMILY are gone within GRACE seconds (reaping PROCESS)."""
+    deadline = time.monotonic() + grace
+    while True:
+        try:
+            process.wait(timeout=0.05)
+        except subprocess.TimeoutExpired:
+            pass
+        except KeyboardInterrupt:
+            return False
+        if process.returncode is not None and not any(_alive(p) for p in family):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        try:
+            time.sleep(0.05)
+        except KeyboardInterrupt:
+            return False
+
+
+def descendants(root: int) -> set[int]:
+    """The processes below ROOT, from /proc (empty where there is no /proc)."""
+    parents: dict[int, int] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return set()
+    for entry in entries:
+        if entry.isdigit():
+            ppid = _ppid(int(entry))
+            if ppid is not None:
+                parents[int(entry)] = ppid
+    found: set[int] = set()
+    frontier = {root}
+    while frontier:
+        frontier = {pid for pid, ppid in parents.items() if ppid in frontier and pid not in found}
+        found |= frontier
+    return found
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ")"
+        return int(stat[stat.rindex(b")") + 2 :].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    """Whether PID still runs (a zombie waiting for its new parent to reap it does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rindex(b")") + 2 :].split()[0] not in (b"Z", b"X")
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            return True
+        return True
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except OSError:
+        pass  # gone already
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass

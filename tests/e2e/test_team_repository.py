@@ -115,7 +115,7 @@ def test_init_validate_and_stacks_up_from_the_wheel(installed, private_control_p
     assert quota["spec"]["hard"]["requests.nvidia.com/gpu.shared"] == "4"
     node = cluster.get_json("node", "dev-gpu-1")
     assert node["metadata"]["labels"]["nvidia.com/device-plugin.config"] == "l4-shared"
-    preview = run("stacks", "preview", "dev", cwd=team)
+    preview = run("stacks", "preview", "dev", *config, cwd=team)  # -c is per run: not saved by up
     assert preview.returncode == 0 and re.search(r"^dev: preview succeeded \(no changes\)$", preview.stdout, re.M), (
         preview.stdout[-3000:]
     )

@@ -316,3 +316,33 @@ def test_stop_escalates_to_sigterm_and_reaches_plugins_in_their_own_group():
             proc.wait()
     assert proc.returncode is not None and proc.returncode < 0  # ended by a signal, not by itself
     assert _gone(plugin)
+
+
+def test_a_second_interrupt_skips_the_grace():
+    """Ctrl-C again while stop() waits for pulumi's cancel: SIGTERM at once (the grace here would otherwise
+    be 600 s), not a KeyboardInterrupt that leaves the processes running."""
+    import threading
+
+    proc = subprocess.Popen([sys.executable, "-c", STUBBORN], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    default = signal.getsignal(signal.SIGINT)
+
+    def press_again():
+        for _ in range(2000):  # bounded: until stop() has its own SIGINT handler in place
+            if signal.getsignal(signal.SIGINT) is not default:
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.01)
+
+    try:
+        plugin = json.loads(proc.stdout.readline())["plugin"]
+        presser = threading.Thread(target=press_again, daemon=True)
+        presser.start()
+        pulumi_process.stop(proc, interrupt_grace=600.0, term_grace=5.0)
+        presser.join(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGTERM
+    assert _gone(plugin)
+    assert signal.getsignal(signal.SIGINT) is default  # restored

@@ -88,7 +88,10 @@ def _consume(stream, callback, chunks: list[str]) -> None:
         for line in iter(stream.readline, ""):
             line = line.rstrip()
             if callback:
-                callback(line)
+                try:
+                    callback(line)
+                except Exception:  # noqa: BLE001 - e.g. a closed stderr: keep draining, or pulumi blocks on a full pipe
+                    callback = None
             chunks.append(line)
     except (OSError, ValueError):
         pass  # the pipe went away with the child
@@ -102,37 +105,45 @@ def _consume(stream, callback, chunks: list[str]) -> None:
 def stop(process: subprocess.Popen, interrupt_grace: float, term_grace: float) -> None:
     """Stop PROCESS (a group leader) and its descendants: SIGINT to its group, at most INTERRUPT_GRACE
     seconds for it to cancel, then SIGTERM to every group and process left, at most TERM_GRACE, then
-    SIGKILL. A second interrupt while waiting skips to the next step."""
-    pgid = process.pid
-    family = descendants(process.pid)
-    _signal_group(pgid, signal.SIGINT)
-    for sig, grace in ((signal.SIGTERM, interrupt_grace), (signal.SIGKILL, term_grace)):
-        if _wait(process, family, grace):
-            return
-        _signal_group(pgid, sig)
-        for pid in family:
-            _signal(pid, sig)
-    _wait(process, family, term_grace)
+    SIGKILL. Another interrupt meanwhile (Ctrl-C again) skips to the next step instead of leaving the
+    processes running."""
+    pressed: list[int] = []
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, lambda *_: pressed.append(1))
+    try:
+        pgid = process.pid
+        family = descendants(process.pid)
+        _signal_group(pgid, signal.SIGINT)
+        for sig, grace in ((signal.SIGTERM, interrupt_grace), (signal.SIGKILL, term_grace)):
+            if _wait(process, family, grace, pressed):
+                return
+            _signal_group(pgid, sig)
+            for pid in family:
+                _signal(pid, sig)
+        _wait(process, family, term_grace, [])
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
-def _wait(process: subprocess.Popen, family: set[int], grace: float) -> bool:
-    """Whether PROCESS and FAMILY are gone within GRACE seconds (reaping PROCESS)."""
+def _wait(process: subprocess.Popen, family: set[int], grace: float, pressed: list[int]) -> bool:
+    """Whether PROCESS and FAMILY are gone within GRACE seconds (reaping PROCESS); False at once when
+    PRESSED gets an entry (another interrupt)."""
     deadline = time.monotonic() + grace
     while True:
         try:
             process.wait(timeout=0.05)
         except subprocess.TimeoutExpired:
             pass
-        except KeyboardInterrupt:
-            return False
         if process.returncode is not None and not any(_alive(p) for p in family):
             return True
+        if pressed:
+            pressed.clear()
+            return False
         if time.monotonic() >= deadline:
             return False
-        try:
-            time.sleep(0.05)
-        except KeyboardInterrupt:
-            return False
+        time.sleep(0.05)
 
 
 def descendants(root: int) -> set[int]:

@@ -311,7 +311,7 @@ def platform_outputs(spec: m.Spec, plan: manifests.Plan, role: sharding.Role, te
     allows, not capacity minus grants)."""
     if not role.platform:
         return {"shard": role.name, "tenantShards": spec.tenant_shards, "tenants": tenant_outputs(spec, tenants)}
-    resources = capacity_plan.compute(spec).resources
+    resources = capacity_plan.resource_lines(spec)
     return {
         "capacity": {r.resource: r.capacity for r in resources},
         "granted": {r.resource: r.granted for r in resources},

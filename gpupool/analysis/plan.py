@@ -22,6 +22,8 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
 
+from gpupool.k8s import rollout
+from gpupool.model import grants as grant_model
 from gpupool.model import platform as m
 from gpupool.model import queues as queue_model
 
@@ -381,51 +383,41 @@ def compute(spec: m.Spec) -> CapacityPlan:
         )
     total_gpus = sum(p.total_gpus for p in spec.pools)
 
-    resources = []
-    for r in sorted(set(capacity) | set(granted)):
-        resources.append(
-            ResourceLine(
-                r,
-                capacity.get(r, 0),
-                granted.get(r, 0),
-                spec.oversubscription.exact_ratio_for(r),
-                tuple(s.pool for s in by_resource.get(r, [])),
-                spec.oversubscription.allowed(r, capacity.get(r, 0)),
-            )
-        )
+    resources = resource_lines(spec)
 
     def share(x: Fraction) -> Fraction:
         return x / total_gpus if total_gpus else Fraction(0)
 
     # Per resource, one granted unit's charged GPU-equivalents, priced GPU-equivalents and cost, averaged over
-    # the supplying pools by capacity, and its GPU-equivalents as granted: a tenant's numbers are then one
-    # multiplication per granted resource. Attribution is by capacity, so an oversubscribed resource is
-    # oversubscribed by the same factor in each of its pools.
-    per_unit: dict[str, tuple[Fraction, Fraction, Fraction, Fraction]] = {}
+    # the supplying pools by capacity: a tenant's numbers are then one multiplication per granted resource.
+    # Attribution is by capacity, so an oversubscribed resource is oversubscribed by the same factor in each
+    # of its pools. What a grant weighs as written is the model's fact (gpupool.model.grants).
+    per_unit: dict[str, tuple[Fraction, Fraction, Fraction]] = {}
     for r, sups in by_resource.items():
         c = capacity[r]
         factor = Fraction(c, granted[r]) if granted.get(r, 0) > c else Fraction(1)
         eq = sum((s.capacity * s.gpu_per_unit for s in sups), Fraction(0))
         priced = sum((s.capacity * s.gpu_per_unit for s in sups if s.price is not None), Fraction(0))
         cost = sum((s.capacity * s.gpu_per_unit * s.price for s in sups if s.price is not None), Fraction(0))
-        per_unit[r] = (eq * factor / c, priced * factor / c, cost * factor / c, eq / c) if c else (Fraction(0),) * 4
+        per_unit[r] = (eq * factor / c, priced * factor / c, cost * factor / c) if c else (Fraction(0),) * 3
     supplies_of: dict[str, tuple[Supply, ...]] = {}
     for pool_line in pools:  # the supplies with their attributed grants (and so their charge factors)
         for s in pool_line.supplies:
             supplies_of[s.resource] = supplies_of.get(s.resource, ()) + (s,)
     tenants = []
-    zero = (Fraction(0),) * 4
+    zero = (Fraction(0),) * 3
+    granted_gpu_equivalents = grant_model.granted_gpu_equivalents(spec)
     for t in spec.tenants:
-        grants = {} if t.offboarded else {r: n for r, n in sorted(t.gpus.items())}
+        grants = grant_model.tenant_grants(t)
         eq_by_r = {}
-        eq = priced = per_hour = nominal = Fraction(0)
+        eq = priced = per_hour = Fraction(0)
         for r, n in grants.items():
-            ue, up, uc, un = per_unit.get(r, zero)
+            ue, up, uc = per_unit.get(r, zero)
             eq_by_r[r] = n * ue
             eq += n * ue
             priced += n * up
             per_hour += n * uc
-            nominal += n * un
+        nominal = granted_gpu_equivalents[t.name]
         tenants.append(
             TenantLine(
                 t.name,
@@ -467,14 +459,38 @@ def compute(spec: m.Spec) -> CapacityPlan:
     )
 
 
-def rollouts(spec: m.Spec) -> tuple[RolloutLine, ...]:
-    """The rollout of every MIG-capable pool: the same waves the program chains (gpupool.k8s.rollout)."""
-    from gpupool.k8s import manifests, rollout
+def resource_lines(spec: m.Spec) -> tuple[ResourceLine, ...]:
+    """Per advertised or granted resource: capacity, grants and what the oversubscription policy allows. The
+    part of the plan the stack outputs carry; it needs no pool's supply lines, MIG configs or tenants' costs."""
+    granted = spec.granted()
+    capacity: dict[str, int] = {}
+    pools: dict[str, tuple[str, ...]] = {}
+    for pool in spec.pools:  # as compute() lists the supplies: pool by pool, devices by name
+        terms, per_node = pool.physical_terms(), pool.resources_per_node()
+        for physical in sorted(terms):
+            r = pool.advertised_name(physical)
+            capacity[r] = capacity.get(r, 0) + per_node[r] * pool.node_count
+            pools[r] = pools.get(r, ()) + (pool.name,)
+    return tuple(
+        ResourceLine(
+            r,
+            capacity.get(r, 0),
+            granted.get(r, 0),
+            spec.oversubscription.exact_ratio_for(r),
+            pools.get(r, ()),
+            spec.oversubscription.allowed(r, capacity.get(r, 0)),
+        )
+        for r in sorted(set(capacity) | set(granted))
+    )
 
-    _, mig_by_pool = manifests.mig_configs(spec)
+
+def rollouts(spec: m.Spec) -> tuple[RolloutLine, ...]:
+    """The rollout of every MIG-capable pool (a MIG layout, or a GPU MIG Manager may be told to lay out: the
+    pools the MIG config maps, gpupool.k8s.manifests.mig_configs): the same waves the program chains
+    (gpupool.k8s.rollout)."""
     out = []
     for pool in spec.pools:
-        if pool.name not in mig_by_pool:
+        if not pool.mig_capable:
             continue
         r = pool.rollout
         out.append(

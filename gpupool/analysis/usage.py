@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC
 
+from gpupool.analysis.plan import NO_COST_CENTER
+from gpupool.model import grants
 from gpupool.model import platform as m
 from gpupool.monitoring import promql as q
 
@@ -214,19 +216,15 @@ def compute(
     pool_labels: Iterable[Series] = (),
     prometheus: str = "",
 ) -> UsageReport:
-    from gpupool.analysis import plan as capacity_plan
-
     allocated, used, devices = (
         checked(what, list(ss)) for what, ss in (("allocated", allocated), ("used", used), ("devices", devices))
     )
     w = Weights(spec, node_pools(pool_labels))
-    plan = capacity_plan.compute(spec)
+    granted = grants.granted_gpu_equivalents(spec)  # as `gpupool plan` prints it
     hours_per_step = window.step / 3600
     tenants: dict[str, TenantUsage] = {}
     for t in spec.tenants:
-        line = plan.tenant(t.name)
-        granted = float(line.cost.granted_gpu_equivalents) if line else 0.0
-        tenants[t.namespace] = TenantUsage(t.name, t.namespace, t.cost_center, t.tier, granted)
+        tenants[t.namespace] = TenantUsage(t.name, t.namespace, t.cost_center, t.tier, float(granted[t.name]))
     other = TenantUsage(OTHER, "", None, None, 0.0)
     pools = {
         p.name: PoolUsage(
@@ -300,7 +298,7 @@ def compute(
         acc.charge = charge(acc)
     centers: dict[str, CostCenterUsage] = {}
     for acc in tenants.values():
-        name = acc.cost_center or capacity_plan.NO_COST_CENTER
+        name = acc.cost_center or NO_COST_CENTER
         c = centers.setdefault(name, CostCenterUsage(name, []))
         c.tenants.append(acc.name)
         c.granted += acc.granted

@@ -282,7 +282,7 @@ def mig_configs(spec: m.Spec) -> tuple[dict[str, list[dict[str, Any]]], dict[str
             name = mig_config_name(pool)
             configs.setdefault(name, _mig_entries(pool))
             by_pool[pool.name] = name
-        elif _mig_capable(pool):
+        elif pool.mig_capable:
             by_pool[pool.name] = MIG_DISABLED
     return with_operator_presets(configs), by_pool
 
@@ -297,12 +297,6 @@ def with_operator_presets(configs: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"mig-parted config {name!r} differs from the GPU Operator preset of that name")
         out.setdefault(name, copy.deepcopy(entries))  # the cached presets stay untouched
     return out
-
-
-def _mig_capable(pool: m.NodePool) -> bool:
-    from gpupool.gpu.mig import catalog
-
-    return catalog().resolve(pool.gpu_model) is not None
 
 
 # -- Device plugin config -----------------------------------------------------------------------

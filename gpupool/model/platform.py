@@ -237,6 +237,14 @@ class NodePool:
     def total_gpus(self) -> int:
         return self.gpus_per_node * self.node_count
 
+    @property
+    def mig_capable(self) -> bool:
+        """A MIG layout, or a GPU model the MIG catalog knows (MIG Manager may be told to lay it out): the pools
+        the MIG config maps (gpupool.k8s.manifests.mig_configs) and a MIG rollout rolls over."""
+        from gpupool.gpu.mig import catalog
+
+        return bool(self.sharing.mig) or catalog().resolve(self.gpu_model) is not None
+
 
 @dataclass(frozen=True)
 class Tier:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+from gpupool.model import grants
 from gpupool.model import platform as m
 from gpupool.monitoring import promql as q
 
@@ -30,8 +31,6 @@ def _static(record: str, value: Fraction | float | int, labels: dict[str, str]) 
 
 def static_rules(spec: m.Spec) -> list[dict[str, Any]]:
     """What gpupool knows and the cluster does not: weights, tenants, grants, pool sizes."""
-    from gpupool.analysis import plan as capacity_plan
-
     out: list[dict[str, Any]] = []
     for pool in spec.pools:
         out.append(_static(q.POOL_GPUS, pool.total_gpus, {"pool": pool.name}))
@@ -47,13 +46,11 @@ def static_rules(spec: m.Spec) -> list[dict[str, Any]]:
         for profile in profiles:
             weight = pool.device_gpu_fraction(m.mig_resource(profile))
             out.append(_static(q.MIG_DEVICE_WEIGHT, weight, {"pool": pool.name, "GPU_I_PROFILE": profile}))
-    plan = capacity_plan.compute(spec)
+    granted = grants.granted_gpu_equivalents(spec)  # the plan's figure, without running the plan
     for t in spec.tenants:
         labels = {"namespace": t.namespace, "tenant": t.name, "tier": t.tier, "cost_center": t.cost_center or ""}
         out.append(_static(q.TENANT_INFO, 1, labels))
-        line = plan.tenant(t.name)
-        granted = line.cost.granted_gpu_equivalents if line else 0
-        out.append(_static(q.TENANT_GRANTED, granted, {"namespace": t.namespace}))
+        out.append(_static(q.TENANT_GRANTED, granted[t.name], {"namespace": t.namespace}))
     return out
 
 

@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     from gpupool.cli.common import CommandError, UsageError
 
     console.setup()  # before argparse prints anything: its messages must not crash on an ASCII stdout either
+    redact.install()  # before argparse too: a refused argument is echoed, and it may hold a URL's password
     first = (sys.argv[1:] if argv is None else argv)[:1]
     # The command comes first unless global options precede it; then (and for --help) build them all.
     parser = build_parser(only=first[0] if first and first[0] in COMMAND_MODULES else None)
@@ -140,7 +141,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     console.setup(args.color)
     console.colour_stderr()
-    redact.install()  # last: every later write passes the scrubber, whatever wraps the stream below it
     from gpupool.spec import loader
 
     loader.LIMITS = loader.Limits(args.max_file_size, args.max_input_size)

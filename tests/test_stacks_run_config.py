@@ -271,9 +271,11 @@ def test_ctrl_c_during_up_is_one_line_exit_130_and_no_process_left(project, tmp_
         [sys.executable, "-m", "gpupool", "stacks", "up", "dev"],
         cwd=project,
         env=env,
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # no terminal: the SIGINT below reaches gpupool alone, which forwards it
     )
     pids_file = Path(os.environ["FAKE_PULUMI_DIR"]) / "pids.json"
     try:
@@ -346,3 +348,32 @@ def test_a_second_interrupt_skips_the_grace():
     assert proc.returncode == -signal.SIGTERM
     assert _gone(plugin)
     assert signal.getsignal(signal.SIGINT) is default  # restored
+
+
+COUNTING = """\
+import signal, sys, time
+def count(signum, frame):
+    sys.stdout.write("SIGINT\\n")
+    sys.stdout.flush()
+signal.signal(signal.SIGINT, count)
+print("ready", flush=True)
+for _ in range(1200):
+    time.sleep(0.1)
+"""
+
+
+def test_after_a_terminal_ctrl_c_pulumi_gets_no_second_sigint(monkeypatch):
+    """A terminal's Ctrl-C reached pulumi with gpupool (one foreground group): a second SIGINT would make
+    pulumi terminate at once instead of cancelling, so stop() only waits, then sends SIGTERM."""
+    monkeypatch.setattr(pulumi_process, "_terminal_interrupted_group", lambda: True)
+    proc = subprocess.Popen([sys.executable, "-c", COUNTING], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        pulumi_process.stop(proc, interrupt_grace=0.5, term_grace=5.0)
+        rest = proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGTERM
+    assert "SIGINT" not in rest

@@ -1,16 +1,17 @@
-"""The pulumi CLI as a child that an interrupt stops whole: its own process group, SIGINT, then SIGTERM.
+"""The pulumi CLI as a child that an interrupt stops whole: SIGINT (pulumi's graceful cancel), then SIGTERM.
 
-The Automation API's PulumiCommand.run (pulumi/automation/_cmd.py) starts pulumi in gpupool's process
-group and reads its output on two threads; on Ctrl-C, Popen.__exit__ closes the pipes under those threads
-(a traceback from each) and returns after a quarter second, and pulumi, its language host and its
-providers go on running. PulumiCommand here runs the same command the same way, except that pulumi leads a
-process group of its own, the readers are daemon threads that end at EOF, and a KeyboardInterrupt stops
-the child before it propagates (stop()).
+The Automation API's PulumiCommand.run (pulumi/automation/_cmd.py) reads pulumi's output on two threads
+inside `with Popen(...)`; on Ctrl-C, Popen.__exit__ closes the pipes under those threads (a traceback from
+each) and returns after a quarter second, and pulumi, its language host and its providers go on running.
+PulumiCommand here runs the same command the same way, except that the readers are daemon threads that
+end at EOF, and a KeyboardInterrupt stops the child and its descendants before it propagates (stop()).
 
-Pulumi starts each plugin (language host, resource providers) in a process group of its own
-(sdk/go/common/util/cmdutil/child_unix.go, RegisterProcessGroup: Setpgid), so signalling pulumi's group
-does not reach them: the descendants are read from /proc before the first signal, and whatever of them
-outlives the grace is sent SIGTERM (then SIGKILL) as well.
+pulumi stays in gpupool's process group, as before: whatever signals the run's group (a CI runner, the
+end-to-end tests' freeze and kill) reaches pulumi and its plugins too. So stop() signals processes, not the
+group: pulumi, then its descendants read from /proc (the plugins, whichever group they are in). SIGINT goes
+to pulumi only when it cannot have had it already: a Ctrl-C at a terminal reaches the whole foreground
+group, and a second SIGINT makes pulumi terminate at once instead of cancelling (inferred from pulumi's
+"press ^C again" behaviour).
 """
 
 from __future__ import annotations
@@ -62,7 +63,6 @@ class PulumiCommand(auto.PulumiCommand):
             env=env,
             encoding="utf-8",
             errors="replace",
-            start_new_session=True,  # its own group: stop() signals it whole; a terminal's ^C reaches only us
         )
         readers = [
             threading.Thread(target=_consume, args=(process.stdout, on_output, out), daemon=True),
@@ -103,31 +103,44 @@ def _consume(stream, callback, chunks: list[str]) -> None:
 
 
 def stop(process: subprocess.Popen, interrupt_grace: float, term_grace: float) -> None:
-    """Stop PROCESS (a group leader) and its descendants: SIGINT to its group, at most INTERRUPT_GRACE
-    seconds for it to cancel, then SIGTERM to every group and process left, at most TERM_GRACE, then
-    SIGKILL. Another interrupt meanwhile (Ctrl-C again) skips to the next step instead of leaving the
-    processes running."""
+    """Stop PROCESS and its descendants: SIGINT to PROCESS (unless a terminal's Ctrl-C gave it one already),
+    at most INTERRUPT_GRACE seconds for it to cancel, then SIGTERM to it and every descendant left, at most
+    TERM_GRACE, then SIGKILL. Another interrupt meanwhile (Ctrl-C again) skips to the next step instead of
+    leaving the processes running."""
     pressed: list[int] = []
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGINT, lambda *_: pressed.append(1))
     try:
-        pgid = process.pid
-        family = descendants(process.pid)
-        _signal_group(pgid, signal.SIGINT)
+        family = {pid: _started(pid) for pid in descendants(process.pid)}
+        if not _terminal_interrupted_group():
+            _signal(process, signal.SIGINT)
         for sig, grace in ((signal.SIGTERM, interrupt_grace), (signal.SIGKILL, term_grace)):
             if _wait(process, family, grace, pressed):
                 return
-            _signal_group(pgid, sig)
-            for pid in family:
-                _signal(pid, sig)
+            _signal(process, sig)
+            for pid, started in family.items():
+                if started is not None and _started(pid) == started:  # still that process, not a reused pid
+                    _signal_pid(pid, sig)
         _wait(process, family, term_grace, [])
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
 
 
-def _wait(process: subprocess.Popen, family: set[int], grace: float, pressed: list[int]) -> bool:
+def _terminal_interrupted_group() -> bool:
+    """Whether gpupool is the foreground process group of its terminal: a SIGINT is then a Ctrl-C, which
+    the terminal sent the whole group, pulumi included."""
+    for fd in (0, 1, 2):
+        try:
+            if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _wait(process: subprocess.Popen, family: Mapping[int, int | None], grace: float, pressed: list[int]) -> bool:
     """Whether PROCESS and FAMILY are gone within GRACE seconds (reaping PROCESS); False at once when
     PRESSED gets an entry (another interrupt)."""
     deadline = time.monotonic() + grace
@@ -166,6 +179,16 @@ def descendants(root: int) -> set[int]:
     return found
 
 
+def _started(pid: int) -> int | None:
+    """PID's start time (clock ticks after boot, /proc/PID/stat field 22): tells a reused pid apart."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(b")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _ppid(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -194,14 +217,15 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except OSError:
-        pass  # gone already
+def _signal(process: subprocess.Popen, sig: int) -> None:
+    if process.returncode is None:  # not reaped: its pid is still its own
+        try:
+            process.send_signal(sig)
+        except OSError:
+            pass  # gone already
 
 
-def _signal(pid: int, sig: int) -> None:
+def _signal_pid(pid: int, sig: int) -> None:
     try:
         os.kill(pid, sig)
     except OSError:

@@ -1,4 +1,4 @@
-"""Monitoring: gpupool's PrometheusRule and the Grafana dashboard ConfigMap (gpupool.monitoring.objects)."""
+"""Monitoring: gpupool's PrometheusRule and the Grafana dashboard ConfigMap (gpupool.k8s.monitoring)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from gpupool.k8s import manifests
-from gpupool.monitoring import dashboard, objects, promql, rules
+from gpupool.k8s import monitoring as objects
+from gpupool.monitoring import dashboard, promql, rules
 from gpupool.rules.engine import load_valid_spec
 
 ROOT = Path(__file__).resolve().parent.parent

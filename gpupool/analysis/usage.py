@@ -25,6 +25,8 @@ from gpupool.analysis.plan import NO_COST_CENTER
 from gpupool.model import grants
 from gpupool.model import platform as m
 from gpupool.monitoring import promql as q
+from gpupool.monitoring.series import Series, Window, series_name
+from gpupool.spec.diagnostics import printable
 
 SCHEMA_VERSION = 1
 OTHER = "(other namespaces)"  # GPU pods outside gpupool's tenants: charged, not to a tenant
@@ -34,39 +36,6 @@ UNKNOWN_POOL = "(unknown pool)"
 class UsageDataError(ValueError):
     """Prometheus' series cannot be turned into a report: a sample that is not a finite, non-negative number,
     a total that overflows, or a MIG profile the spec's pool no longer has. The message names the series."""
-
-
-def series_name(labels: Mapping[str, str], limit: int = 300) -> str:
-    """A series as PromQL writes it, `{namespace="a", node="n1"}`: label values escaped (they come from the
-    server), the whole cut at LIMIT characters."""
-    from gpupool.spec.diagnostics import printable
-
-    text = "{" + ", ".join(f"{printable(str(k))}={json.dumps(str(v))}" for k, v in sorted(labels.items())) + "}"
-    text = printable(text)
-    return text if len(text) <= limit else text[:limit] + "...}"
-
-
-@dataclass(frozen=True)
-class Series:
-    """One range-query result: its labels and (timestamp, value) samples."""
-
-    labels: Mapping[str, str]
-    samples: tuple[tuple[float, float], ...]
-
-
-@dataclass(frozen=True)
-class Window:
-    start: float  # unix seconds, exclusive: the first step ends at start + step
-    end: float
-    step: float
-
-    @property
-    def steps(self) -> int:
-        return round((self.end - self.start) / self.step)
-
-    @property
-    def hours(self) -> float:
-        return self.steps * self.step / 3600
 
 
 @dataclass
@@ -183,8 +152,6 @@ class Weights:
         if profile not in {name for group in p.sharing.mig for name in group.layout}:
             # A MIG layout changed within the range: its old instances have no weight in the spec as it is now
             # (pricing across a re-layout needs the layout's history).
-            from gpupool.spec.diagnostics import printable
-
             raise UsageDataError(
                 f"Prometheus' series {series_name(series.labels) if series else '(unnamed)'}: MIG profile "
                 f"{json.dumps(printable(profile))[:80]} is not in pool {p.name}'s layout in the spec; was the "

@@ -155,8 +155,8 @@ def instant(text: str, flag: str) -> float:
 
 def window(args):
     """The range: its length in whole steps, ending at --end as given, or at now rounded down to a step."""
-    from gpupool.analysis.usage import Window
     from gpupool.cli.common import UsageError
+    from gpupool.monitoring.series import Window
 
     step = duration(args.step, "--step")
     if step < 1:

@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from gpupool.gpu import operator_presets
-from gpupool.k8s import admission, kueue, priority_guard, rollout
+from gpupool.k8s import admission, kueue, monitoring, priority_guard, rollout
+from gpupool.k8s.desired import MANAGED_BY as MANAGED_BY  # re-exported: every builder's label
+from gpupool.k8s.desired import Desired as Desired  # re-exported: the objects' type, for the components
 from gpupool.k8s.naming import bounded, content_hash
 from gpupool.model import platform as m
 from gpupool.model import queues
 from gpupool.model.owners import Subject, parse_owner
-from gpupool.monitoring import objects as monitoring
 
-MANAGED_BY = {"app.kubernetes.io/managed-by": "gpupool"}
 LABEL_POOL = "gpupool.dev/pool"
 LABEL_TENANT = "gpupool.dev/tenant"
 LABEL_TIER = "gpupool.dev/tier"
@@ -53,31 +53,6 @@ ANNOTATION_TIER_PRIORITY = "gpupool.dev/tier-priority"
 
 def priority_revision(value: int, preemption_policy: str) -> str:
     return f"{value} {preemption_policy}"
-
-
-@dataclass(frozen=True)
-class Desired:
-    """One object gpupool wants: its Pulumi name, its owning component and the manifest."""
-
-    component: str  # e.g. "tenant:research", "pool:a100-mig", "operator"
-    name: str  # Pulumi resource name; unique across the stack
-    manifest: dict[str, Any]
-    patch: bool = False  # a Patch resource: gpupool owns some fields of an object it did not create
-    retain_on_delete: bool = False
-    depends_on: tuple[str, ...] = ()  # Pulumi names this object must wait for
-    timeout_seconds: int | None = None  # Pulumi customTimeouts (create/update) for its await
-    wait_for: str | None = None  # Pulumi's pulumi.com/waitFor expression (added by the component layer)
-    field_manager: str | None = None  # a shared server-side-apply field manager (pulumi.com/patchFieldManager)
-    # Paths (Pulumi property paths) written when applied and then changed by others (MIG Manager's state
-    # label): not diffed, so they are re-applied only with a change elsewhere in the object.
-    ignore_changes: tuple[str, ...] = ()
-    # Fields the API server refuses to change in place (immutable): a change to one replaces the object,
-    # deleting it first (its name is fixed). Pulumi's replaceOnChanges + deleteBeforeReplace.
-    replace_on_changes: tuple[str, ...] = ()
-
-    @property
-    def kind(self) -> str:
-        return self.manifest["kind"]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The monitoring block's desired objects and its DCGM exporter values (docs/monitoring.md).
+"""The monitoring block's desired objects and its DCGM exporter values (docs/monitoring.md), built beside
+the tenants' and the Kueue objects (gpupool.k8s.manifests registers them).
 
 With `monitoring.enabled` (off by default: the PrometheusRule needs the Prometheus Operator's CRDs):
 - the GPU Operator's DCGM exporter is configured for attribution (`dcgm_exporter_values`),
@@ -9,20 +10,17 @@ With `monitoring.enabled` (off by default: the PrometheusRule needs the Promethe
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from gpupool.gpu import dcgm_exporter
+from gpupool.k8s.desired import MANAGED_BY, Desired
 from gpupool.model import platform as m
 from gpupool.monitoring import dashboard, rules
-
-if TYPE_CHECKING:
-    from gpupool.k8s.manifests import Desired
 
 COMPONENT = "monitoring"
 RULE_NAME = "gpupool"
 DASHBOARD_CONFIGMAP = "gpupool-dashboard"
 DASHBOARD_KEY = "gpupool-usage.json"
-VIRTUAL_GPUS_ENV = "KUBERNETES_VIRTUAL_GPUS"  # dcgm-exporter pkg/cmd/app.go CLIKubernetesVirtualGPUs
-RESOURCE_NAMES_ENV = "NVIDIA_RESOURCE_NAMES"  # ... CLINvidiaResourceNames
 
 
 def namespace(spec: m.Spec) -> str:
@@ -30,22 +28,13 @@ def namespace(spec: m.Spec) -> str:
 
 
 def dcgm_exporter_env(spec: m.Spec) -> dict[str, str]:
-    """What the exporter needs to attribute every GPU resource gpupool advertises (dcgm-exporter source):
-
-    - it maps devices to pods only for `nvidia.com/gpu`, `nvidia.com/mig-*` and the names listed in
-      NVIDIA_RESOURCE_NAMES (transformation/kubernetes.go `iterateGPUDevices`), so a renamed
-      `nvidia.com/gpu.shared` must be listed;
-    - without virtual-GPU mode a time-sliced device maps to one of its pods only; KUBERNETES_VIRTUAL_GPUS
-      gives every pod sharing it a series (`toDeviceToSharingPods`)."""
-    env: dict[str, str] = {}
-    if any(p.sharing.software_shared for p in spec.pools):
-        env[VIRTUAL_GPUS_ENV] = "true"
-    extra = sorted(
-        {r for p in spec.pools for r in p.resources_per_node() if not r.startswith(m.MIG_PREFIX) and r != m.GPU}
+    """What the exporter needs to attribute every GPU resource gpupool advertises
+    (gpupool.gpu.dcgm_exporter.attribution_env): virtual-GPU mode where a pool time-slices or runs MPS, and
+    every advertised name that is neither `nvidia.com/gpu` nor a MIG device."""
+    return dcgm_exporter.attribution_env(
+        any(p.sharing.software_shared for p in spec.pools),
+        (r for p in spec.pools for r in p.resources_per_node() if not r.startswith(m.MIG_PREFIX) and r != m.GPU),
     )
-    if extra:
-        env[RESOURCE_NAMES_ENV] = ",".join(extra)
-    return env
 
 
 def dcgm_exporter_values(spec: m.Spec) -> dict[str, Any]:
@@ -63,8 +52,6 @@ def dcgm_exporter_values(spec: m.Spec) -> dict[str, Any]:
 
 
 def rule_manifest(spec: m.Spec) -> dict[str, Any]:
-    from gpupool.k8s.manifests import MANAGED_BY
-
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
@@ -78,8 +65,6 @@ def rule_manifest(spec: m.Spec) -> dict[str, Any]:
 
 
 def dashboard_manifest(spec: m.Spec) -> dict[str, Any]:
-    from gpupool.k8s.manifests import MANAGED_BY
-
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -94,8 +79,6 @@ def dashboard_manifest(spec: m.Spec) -> dict[str, Any]:
 
 def objects(spec: m.Spec, after: tuple[str, ...] = ()) -> list[Desired]:
     """The monitoring component's objects; none while monitoring is off."""
-    from gpupool.k8s.manifests import Desired
-
     if not spec.monitoring.enabled:
         return []
     return [

@@ -18,7 +18,6 @@ import json
 import math
 from typing import Any
 
-from gpupool.analysis.usage import Series, Window, series_name
 from gpupool.monitoring.prom_connection import (  # noqa: F401 (the client's public names, used by gpupool.cli.usage)
     DEFAULT_MAX_POINTS,
     DEFAULT_MAX_RESPONSE,
@@ -31,6 +30,7 @@ from gpupool.monitoring.prom_connection import (  # noqa: F401 (the client's pub
     connect,
 )
 from gpupool.monitoring.prom_http import get, shown
+from gpupool.monitoring.series import Series, Window, series_name
 
 
 def requests_for(window: Window, limits: Limits) -> list[tuple[float, float]]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpupool.gpu.dcgm_exporter import RESOURCE_NAMES_ENV, VIRTUAL_GPUS_ENV
 from gpupool.monitoring.duration import DurationError, parse_ms
-from gpupool.monitoring.objects import RESOURCE_NAMES_ENV, VIRTUAL_GPUS_ENV
 from gpupool.rules.registry import Context, rule
 
 VALUES = ("cluster", "gpuOperator", "values")

@@ -1,0 +1,35 @@
+"""What every builder of cluster objects hands on: one desired object (`Desired`) and the label that marks
+what gpupool manages. Its own module so that the builders beside gpupool.k8s.manifests (the Kueue objects,
+the monitoring objects) and the manifests themselves share it without importing each other."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpupool"}
+
+
+@dataclass(frozen=True)
+class Desired:
+    """One object gpupool wants: its Pulumi name, its owning component and the manifest."""
+
+    component: str  # e.g. "tenant:research", "pool:a100-mig", "operator"
+    name: str  # Pulumi resource name; unique across the stack
+    manifest: dict[str, Any]
+    patch: bool = False  # a Patch resource: gpupool owns some fields of an object it did not create
+    retain_on_delete: bool = False
+    depends_on: tuple[str, ...] = ()  # Pulumi names this object must wait for
+    timeout_seconds: int | None = None  # Pulumi customTimeouts (create/update) for its await
+    wait_for: str | None = None  # Pulumi's pulumi.com/waitFor expression (added by the component layer)
+    field_manager: str | None = None  # a shared server-side-apply field manager (pulumi.com/patchFieldManager)
+    # Paths (Pulumi property paths) written when applied and then changed by others (MIG Manager's state
+    # label): not diffed, so they are re-applied only with a change elsewhere in the object.
+    ignore_changes: tuple[str, ...] = ()
+    # Fields the API server refuses to change in place (immutable): a change to one replaces the object,
+    # deleting it first (its name is fixed). Pulumi's replaceOnChanges + deleteBeforeReplace.
+    replace_on_changes: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return self.manifest["kind"]

@@ -5,8 +5,10 @@ its tenant shard stacks when the spec is sharded, with dead-run recovery and the
 (gpupool/deploy/stacks.py). One summary line per stack at the end.
 Exit status: 0 = every stack succeeded (up: and converged), 1 = a stack failed, was locked by a live run,
 did not converge or (destroy) does not exist, 2 = usage error (no project, no virtualenv, no backend, no
-pulumi CLI). A failed stack is one `error:` line on stderr and a failed outcome in the summary (`-o json`
-too); a usage error is the JSON error object of docs/cli.md under `-o json`.
+pulumi CLI), 130 = interrupted (Ctrl-C: pulumi and its plugins stopped, one line). A failed stack is one
+`error:` line on stderr and a failed outcome in the summary (`-o json` too); a usage error is the JSON error
+object of docs/cli.md under `-o json`. `-c KEY=VALUE` is for the run only (gpupool.deploy.run_config) unless
+--save-config.
 """
 
 from __future__ import annotations

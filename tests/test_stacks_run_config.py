@@ -25,7 +25,7 @@ import yaml
 pytest.importorskip("pulumi")
 
 from gpupool.cli.main import main  # noqa: E402
-from gpupool.deploy import pulumi_process, run_config  # noqa: E402
+from gpupool.deploy import pulumi_process, run_config, stacks  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -377,3 +377,24 @@ def test_after_a_terminal_ctrl_c_pulumi_gets_no_second_sigint(monkeypatch):
             proc.wait()
     assert proc.returncode == -signal.SIGTERM
     assert "SIGINT" not in rest
+
+
+def test_credential_c_values_are_registered_for_scrubbing():
+    from gpupool import redact
+
+    redact.forget_all()
+    try:
+        kubeconfig = "apiVersion: v1\nusers:\n- name: u\n  user: {token: canary-kube-token-51}\n"
+        stacks.register_config_secrets(
+            {
+                "gpupool:kubeconfig": kubeconfig,
+                "gpupool:apiToken": "canary-token-77",
+                "gpupool:context": "kind-dev",
+                "gpupool:operatorChartPath": "/charts/op",
+            }
+        )
+        text = redact.scrub(f"pulumi said: {kubeconfig} and canary-token-77; context kind-dev, chart /charts/op")
+        assert "canary-kube-token-51" not in text and "canary-token-77" not in text
+        assert "kind-dev" in text and "/charts/op" in text  # settings, not credentials: still shown
+    finally:
+        redact.forget_all()

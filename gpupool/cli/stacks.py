@@ -132,6 +132,7 @@ def run(args) -> int:
         raise UsageError(f"gpupool stacks needs the Pulumi SDK: pip install 'gpupool[pulumi]' ({exc.name})") from None
     # First, before any pulumi command runs: pulumi's own error text may quote these (gpupool.redact).
     stacks.register_secrets(os.environ)
+    stacks.register_config_secrets(dict(args.config))
     backend = os.environ.get("PULUMI_BACKEND_URL", "")
     if not backend:
         raise UsageError("set PULUMI_BACKEND_URL to the state backend (docs/ci.md, 'State backend')")

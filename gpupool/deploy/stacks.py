@@ -96,6 +96,21 @@ def register_secrets(environ: Mapping[str, str]) -> None:
         pass  # not a URL; it is shown only through redact.url_for_display, which scrubs what it cannot parse
 
 
+_SECRET_KEY = re.compile(r"(?i)(secret|token|password|passwd|passphrase|credential|private)")
+
+
+def register_config_secrets(config: Mapping[str, str]) -> None:
+    """Register with gpupool.redact the -c values that are credentials: a key that names one, or a
+    kubeconfig given as contents rather than a path (it holds tokens or keys). They reach pulumi only in the
+    run's private --config-file copy; this keeps pulumi's error text from echoing them."""
+    from gpupool import redact
+
+    for key, value in config.items():
+        name = key.rsplit(":", 1)[-1]
+        if _SECRET_KEY.search(name) or (name.lower() == "kubeconfig" and ("\n" in value or "{" in value)):
+            redact.register(value)
+
+
 @dataclass
 class Outcome:
     stack: str

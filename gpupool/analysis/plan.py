@@ -390,23 +390,23 @@ def compute(spec: m.Spec) -> CapacityPlan:
 
     # Per resource, one granted unit's charged GPU-equivalents, priced GPU-equivalents and cost, averaged over
     # the supplying pools by capacity: a tenant's numbers are then one multiplication per granted resource.
-    # Attribution is by capacity, so an oversubscribed resource is oversubscribed by the same factor in each
-    # of its pools. What a grant weighs as written is the model's fact (gpupool.model.grants).
+    # What a unit weighs as granted is the model's fact (gpupool.model.grants); attribution is by capacity, so
+    # an oversubscribed resource is oversubscribed by the same factor in each of its pools.
+    weights = grant_model.unit_weights(spec)
     per_unit: dict[str, tuple[Fraction, Fraction, Fraction]] = {}
     for r, sups in by_resource.items():
         c = capacity[r]
         factor = Fraction(c, granted[r]) if granted.get(r, 0) > c else Fraction(1)
-        eq = sum((s.capacity * s.gpu_per_unit for s in sups), Fraction(0))
         priced = sum((s.capacity * s.gpu_per_unit for s in sups if s.price is not None), Fraction(0))
         cost = sum((s.capacity * s.gpu_per_unit * s.price for s in sups if s.price is not None), Fraction(0))
-        per_unit[r] = (eq * factor / c, priced * factor / c, cost * factor / c) if c else (Fraction(0),) * 3
+        per_unit[r] = (weights[r] * factor, priced * factor / c, cost * factor / c) if c else (Fraction(0),) * 3
     supplies_of: dict[str, tuple[Supply, ...]] = {}
     for pool_line in pools:  # the supplies with their attributed grants (and so their charge factors)
         for s in pool_line.supplies:
             supplies_of[s.resource] = supplies_of.get(s.resource, ()) + (s,)
     tenants = []
     zero = (Fraction(0),) * 3
-    granted_gpu_equivalents = grant_model.granted_gpu_equivalents(spec)
+    granted_gpu_equivalents = grant_model.granted_gpu_equivalents(spec, weights)
     for t in spec.tenants:
         grants = grant_model.tenant_grants(t)
         eq_by_r = {}

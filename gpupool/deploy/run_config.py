@@ -19,6 +19,8 @@ from pathlib import Path
 
 import yaml
 
+from gpupool import safe_write
+
 EXTENSIONS = (".yaml", ".yml", ".json")  # as the Automation API's _setting_extensions
 
 
@@ -73,10 +75,9 @@ def overlay(project_dir: Path, stack: str, values: Mapping[str, str]) -> Iterato
     data = merged(text, values, project_name(project_dir))
     tmp = tempfile.mkdtemp(prefix="gpupool-run-config-")  # mode 0700: the values may be credentials
     try:
-        path = os.path.join(tmp, f"Pulumi.{stack.split('/')[-1]}.yaml")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            yaml.safe_dump(data, f, sort_keys=False)
-        yield path
+        name = f"Pulumi.{stack.split('/')[-1]}.yaml"
+        with safe_write.Directory.open(tmp) as d:  # the one writer; the directory is private (0700)
+            d.write_new(name, yaml.safe_dump(data, sort_keys=False))
+        yield os.path.join(tmp, name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -30,6 +30,8 @@ import base64
 import json
 import os
 import subprocess
+import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -341,6 +343,13 @@ def test_admission_borrowing_pending_and_reclaim(env):
     wl = cp.wait_for(lambda: _admitted(cp, "train", "within"), timeout=WAIT, what="within admitted")
     assert wl["status"]["admission"]["podSetAssignments"][0]["flavors"][gpu] == "whole"
     cp.wait_for(lambda: _unsuspended_with_pod(cp, "train", "within"), timeout=WAIT, what="within's pod")
+    # Of equal-priority candidates Kueue preempts the most recently admitted first (its Preemption docs), by
+    # the QuotaReserved time, which has whole seconds: `borrow` must be admitted in a later second than
+    # `within`, or the two tie and Kueue may take `within` (seen once in a full e2e run). A wait on the clock
+    # the API server shares with this test, not a sleep.
+    reserved = _condition(wl, "QuotaReserved")["lastTransitionTime"]
+    after = datetime.fromisoformat(reserved.replace("Z", "+00:00")).timestamp() + 1
+    cp.wait_for(lambda: time.time() >= after, timeout=WAIT, interval=0.1, what="a second after within's admission")
     # beyond nominal: borrows serve's idle 2
     _submit(cp, "train", _job("borrow", {gpu: 2}))
     cp.wait_for(lambda: _admitted(cp, "train", "borrow"), timeout=WAIT, what="borrow admitted")

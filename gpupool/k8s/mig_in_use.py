@@ -71,11 +71,16 @@ def kept(in_use: set[str], live: Mapping[str, Any], wanted: Mapping[str, Any]) -
 
 
 def _nodes(api: Api) -> list[dict[str, Any]]:
-    selector = urllib.parse.quote(LABEL_MIG_CONFIG, safe="")
+    return list_nodes(api, LABEL_MIG_CONFIG)
+
+
+def list_nodes(api: Api, label_selector: str | None = None) -> list[dict[str, Any]]:
+    """Every Node (with LABEL_SELECTOR, those it selects), read in pages of PAGE; LiveReadError on a refusal."""
+    selector = f"labelSelector={urllib.parse.quote(label_selector, safe='')}&" if label_selector else ""
     items: list[dict[str, Any]] = []
     cont = ""
     while True:
-        path = f"/api/v1/nodes?labelSelector={selector}&limit={PAGE}"
+        path = f"/api/v1/nodes?{selector}limit={PAGE}"
         if cont:
             path += f"&continue={urllib.parse.quote(cont, safe='')}"
         status, body = api("GET", path)

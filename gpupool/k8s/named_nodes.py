@@ -13,11 +13,12 @@ from __future__ import annotations
 import urllib.parse
 from collections.abc import Iterable, Mapping
 
-from gpupool.k8s.mig_in_use import Api, LiveReadError
+from gpupool.k8s.mig_in_use import Api, LiveReadError, list_nodes
 from gpupool.model import platform as m
 
-ONE_BY_ONE = 50  # up to this many named nodes, GET each; more, list the cluster's nodes (500 a page)
-PAGE = 500
+ONE_BY_ONE = (
+    50  # up to this many named nodes, GET each; more, list the cluster's nodes (mig_in_use.list_nodes, in pages)
+)
 SHOWN = 20  # nodes named in one message, at most
 
 
@@ -36,21 +37,11 @@ def _node_path(name: str) -> str:
 
 def _listed(api: Api) -> set[str]:
     present: set[str] = set()
-    cont = ""
-    while True:
-        path = f"/api/v1/nodes?limit={PAGE}"
-        if cont:
-            path += f"&continue={urllib.parse.quote(cont, safe='')}"
-        status, body = api("GET", path)
-        if status != 200:
-            raise LiveReadError(f"listing nodes answered HTTP {status}")
-        for item in body.get("items") or []:
-            name = (item.get("metadata") or {}).get("name") if isinstance(item, dict) else None
-            if isinstance(name, str):
-                present.add(name)
-        cont = (body.get("metadata") or {}).get("continue") or ""
-        if not cont:
-            return present
+    for item in list_nodes(api):
+        name = (item.get("metadata") or {}).get("name") if isinstance(item, dict) else None
+        if isinstance(name, str):
+            present.add(name)
+    return present
 
 
 def missing(api: Api, names: Iterable[str]) -> list[str]:

@@ -25,11 +25,14 @@ import pytest
 
 from gpupool import redact
 from gpupool.analysis import usage
+from gpupool.analysis.usage_source import METHODS, spec_values
 from gpupool.cli.main import main
 from gpupool.monitoring import prometheus as prom
-from gpupool.monitoring import promql as q
 from gpupool.monitoring.duration import DurationError, parse_seconds
+from gpupool.monitoring.usage_queries import Queries
+from gpupool.rules.engine import load_valid_spec
 from tests.test_usage import SPEC, STEP, _series, spec  # noqa: F401 (spec: fixture)
+from tests.usage_fake import FakeSource
 
 START, END = 3600, 7200  # one hour of 5-minute steps: 12 points per series
 RANGE = ["--start", str(START), "--end", str(END), "--step", "5m"]
@@ -48,12 +51,38 @@ def canary() -> str:
 
 # -- the fake Prometheus -------------------------------------------------------------------------------------------
 
-# Series per query, as tests/test_usage.py's _report has them: (labels, value at every step).
+# Series per query of gpupool.analysis.usage_source (its method names), as tests/test_usage.py's _source has
+# them: (labels, value at every step: an integral over the 5-minute step, seconds x GPU-equivalents).
 SERIES = {
-    q.usage_allocated(): [({"namespace": "alpha", "node": "m1", "resource": "nvidia_com_mig_3g_40gb"}, "1")],
-    q.usage_used(): [({"namespace": "alpha", "node": "m1", "GPU_I_PROFILE": "3g.40gb"}, "0.5")],
-    q.usage_devices(): [({"node": "m1", "GPU_I_PROFILE": "3g.40gb"}, "0.5")],
+    "allocated": [({"namespace": "alpha", "pool": "mig"}, "150")],
+    "used": [({"namespace": "alpha", "pool": "mig"}, "75")],
+    "devices": [({"pool": "mig"}, "75")],
+    "capacity": [({"pool": "mig", "what": "gpus"}, "step")],
+    "coverage": [({"what": w}, "step") for w in ("data", "history", "labels")],  # "step": the whole step covered
 }
+
+
+def _spec_values():
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "spec.yaml").write_text(SPEC)
+        return spec_values(load_valid_spec(Path(d) / "spec.yaml"))
+
+
+VALUES = _spec_values()
+
+
+def query_name(params: dict[str, str]) -> str:
+    """The usage_source method whose query PARAMS carry (at the request's step, a resolution of 1m or 1s)."""
+    step = float(params["step"])
+    for res in (60, 1):
+        qs = Queries(VALUES, step, min(res, step))
+        for name in METHODS:
+            if getattr(qs, name)() == params["query"]:
+                return name
+    return ""
 
 
 def matrix(params: dict[str, str], series: dict[str, list] | None = None) -> dict:
@@ -61,8 +90,8 @@ def matrix(params: dict[str, str], series: dict[str, list] | None = None) -> dic
     start, end, step = float(params["start"]), float(params["end"]), float(params["step"])
     times = [start + i * step for i in range(int((end - start) // step) + 1)]
     result = [
-        {"metric": labels, "values": [[t, value] for t in times]}
-        for labels, value in (series if series is not None else SERIES).get(params["query"], [])
+        {"metric": labels, "values": [[t, params["step"] if value == "step" else value] for t in times]}
+        for labels, value in (series if series is not None else SERIES).get(query_name(params), [])
     ]
     return {"status": "success", "data": {"resultType": "matrix", "result": result}}
 
@@ -234,7 +263,7 @@ def test_a_library_errors_never_hold_the_password(scenario):
         redact.forget_all()
         assert secret not in repr(conn) and secret not in conn.display
         with pytest.raises(prom.PrometheusError) as exc:
-            prom.query_range(conn, q.usage_allocated(), usage.Window(START, END, STEP))
+            prom.query_range(conn, "up", usage.Window(START, END, STEP))
         assert secret not in str(exc.value)
         assert other.requests == [] or not any("Authorization" in h for _, h in other.requests)
 
@@ -346,7 +375,8 @@ def test_b_the_step_is_sent_in_full(spec_file, capsys):
         code, out, err = run(capsys, spec_file, fake.url, "--step", "1h30m", "--start", "0", "--end", str(5400 * 4))
         assert code == 0, err
         assert {p["step"] for p, _ in fake.requests} == {"5400"}
-        code, *_ = run(capsys, spec_file, fake.url, "--step", "14d6h56m7s", "--start", "0", "--end", "12345670")
+        flags = ("--step", "14d6h56m7s", "--resolution", "1s", "--start", "0", "--end", "12345670")
+        code, *_ = run(capsys, spec_file, fake.url, *flags)
         assert {p["step"] for p, _ in fake.requests[-4:]} == {str(14 * 86400 + 6 * 3600 + 56 * 60 + 7)}
 
 
@@ -372,19 +402,19 @@ ESCAPE = "alpha\x1b[2J\nerror: forged"
     [("NaN", "NaN"), ("+Inf", "infinite"), ("-Inf", "infinite"), ("-1", "negative"), ("abc", "not a number")],
 )
 def test_b_a_sample_that_is_no_finite_non_negative_number_fails_naming_its_series(value, words, spec_file, capsys):
-    bad = {**SERIES, q.usage_used(): [({"namespace": ESCAPE, "node": "m1", "GPU_I_PROFILE": "3g.40gb"}, value)]}
+    bad = {**SERIES, "used": [({"namespace": ESCAPE, "pool": "mig"}, value)]}
     with Fake(lambda h, p: send(h, 200, json.dumps(matrix(p, bad)))) as fake:
         code, out, err = run(capsys, spec_file, fake.url, "-o", "json")
     message = json_error(out)["message"]
     assert code == 1 and words in message
-    assert 'node="m1"' in message and "\x1b" not in err + out and "\nerror: forged" not in err
+    assert 'pool="mig"' in message and "\x1b" not in err + out and "\nerror: forged" not in err
     assert len(err.strip().splitlines()) == 1
 
 
 def test_b_samples_that_overflow_fail_naming_their_series(spec_file, capsys):
     huge = {
         **SERIES,
-        q.usage_allocated(): [({"namespace": "alpha", "node": "m1", "resource": "nvidia_com_mig_3g_40gb"}, "1e308")],
+        "unweighed": [({"namespace": "alpha", "pool": "mig", "resource": "nvidia_com_mig_3g_40gb"}, "1e308")],
     }
     with Fake(lambda h, p: send(h, 200, json.dumps(matrix(p, huge)))) as fake:
         for fmt in ("json", "table", "csv"):
@@ -393,13 +423,15 @@ def test_b_samples_that_overflow_fail_naming_their_series(spec_file, capsys):
 
 
 def test_b_every_figure_overflowing_is_refused_even_from_compute(spec):  # noqa: F811 (the fixture)
-    """A sample finite on its own and its series' GPU-hours too, but the charge (x 4.00 per GPU-hour) not:
-    the report is refused, never an `inf` charge."""
-    labels = {"namespace": "alpha", "node": "m1", "resource": "nvidia_com_mig_3g_40gb"}
+    """Samples finite on their own, and each series' GPU-hours too, but a figure made of them (efficiency =
+    used / allocated) not: the report is refused, never an `inf`."""
+    labels = {"namespace": "alpha", "pool": "mig"}
     one_hour = usage.Window(0.0, 3600.0, 3600.0)
-    big = [usage.Series(labels, ((3600.0, 1e308),))]
-    with pytest.raises(usage.UsageDataError, match="charge"):
-        usage.compute(spec, one_hour, big, [], [])
+    source = FakeSource(
+        allocated=[usage.Series(labels, ((3600.0, 1e-300),))], used=[usage.Series(labels, ((3600.0, 1e308),))]
+    )
+    with pytest.raises(usage.UsageDataError, match="efficiency"):
+        usage.compute(spec, one_hour, source)
 
 
 @pytest.mark.parametrize(
@@ -477,23 +509,27 @@ def test_c_a_declared_length_above_the_cap_is_refused_unread(spec_file, capsys):
         assert run(capsys, spec_file, fake.url, "--max-response-size", "1Mi")[0] == 0
 
 
-def test_c_a_range_across_a_mig_relayout_is_a_clear_error(spec_file, capsys):
-    """The spec's pool has 3g.40gb instances now; the range holds series of 1g.10gb, from before a re-layout."""
+def test_c_a_range_across_a_mig_relayout_names_the_retired_profile_and_exits_3(spec_file, capsys):
+    """The spec's pool has 3g.40gb instances now; the range holds 1g.10gb requests from before a re-layout
+    that no recorded weight covers: the report is printed, names them, and exits 3 (not the whole truth)."""
     old = {
         **SERIES,
-        q.usage_used(): [({"namespace": "alpha", "node": "m1", "GPU_I_PROFILE": "1g.10gb"}, "0.5")],
-        q.usage_devices(): [({"node": "m1", "GPU_I_PROFILE": "1g.10gb"}, "0.5")],
+        "unweighed": [({"namespace": "alpha", "pool": "mig", "resource": "nvidia_com_mig_1g_10gb"}, "300")],
     }
     with Fake(lambda h, p: send(h, 200, json.dumps(matrix(p, old)))) as fake:
         code, out, err = run(capsys, spec_file, fake.url, "-o", "json")
-    message = json_error(out)["message"]
-    assert code == 1 and "1g.10gb" in message and "pool mig" in message and "--start" in message
+        assert code == 3 and json.loads(out)["unweighed"] == [
+            {"pool": "mig", "resource": "nvidia_com_mig_1g_10gb", "namespace": "alpha", "unitHours": 1.0}
+        ]
+        assert "not the whole truth" in err
+        code, out, err = run(capsys, spec_file, fake.url)
+    assert code == 3 and "no weight: alpha held 1.00 unit-hours of nvidia_com_mig_1g_10gb in pool mig" in out
 
 
-def test_c_compute_raises_a_data_error_not_an_assertion(spec):  # noqa: F811 (the fixture)
-    used = [_series({"namespace": "alpha", "node": "m1", "GPU_I_PROFILE": "7g.80gb"}, [0.5] * 12)]
-    with pytest.raises(usage.UsageDataError, match="7g.80gb"):
-        usage.compute(spec, usage.Window(0.0, 12 * STEP, STEP), [], used, [])
+def test_c_compute_names_an_unknown_profile_never_asserts(spec):  # noqa: F811 (the fixture)
+    unknown = [_series({"GPU_I_PROFILE": "7g.80gb"}, [STEP] * 12)]
+    report = usage.compute(spec, usage.Window(0.0, 12 * STEP, STEP), FakeSource(unknown_profiles=unknown))
+    assert report.unknown_profiles == {"7g.80gb": pytest.approx(1.0)} and report.untrusted
 
 
 # -- D. clear messages -------------------------------------------------------------------------------------------
@@ -568,3 +604,18 @@ def test_e_an_invalid_spec_prints_a_json_error(tmp_path, capsys):
     p.write_text(SPEC.replace("tiers:", "tiers: 3\nx:"))
     code, out, err = run(capsys, str(p), "http://127.0.0.1:9", "-o", "json")
     assert code == 1 and json_error(out)["exitCode"] == 1
+
+
+def test_b_a_long_range_is_asked_a_day_at_a_time(spec_file, capsys):
+    """Each step is evaluated step/resolution times inside Prometheus (its --query.max-samples bounds what one
+    request may load), so every query is sent a day of steps at a time: two days are two requests per query,
+    and the steps of the two add up to the range, each once."""
+    with Fake() as fake:
+        code, out, err = run(capsys, spec_file, fake.url, "--start", "0", "--end", str(2 * 86400), "--step", "1h")
+    assert code == 0, err
+    by_query: dict[str, list[tuple[float, float]]] = {}
+    for params, _ in fake.requests:
+        by_query.setdefault(params["query"], []).append((float(params["start"]), float(params["end"])))
+    assert len(by_query) == len(METHODS)
+    for spans in by_query.values():
+        assert sorted(spans) == [(3600.0, 86400.0), (86400.0 + 3600.0, 2 * 86400.0)]

@@ -2,19 +2,24 @@
 
 Formats: table (default), markdown, json (docs/monitoring.md) and csv (line items per tenant and pool).
 Exit status: 0 = printed, 1 = invalid spec, Prometheus unreachable / refused a query / gave an unusable
-answer, 2 = usage error (a flag, the URL, a credential file, a range too long). Every failure is raised as
-UsageError or CommandError, so that `-o json` prints a JSON error object (gpupool.cli.main).
+answer, 2 = usage error (a flag, the URL, a credential file, a range too long), 3 = printed, but the figures
+are not the whole truth (a period without data, a node's exporter silent while its pods held GPUs, requests
+or MIG profiles with no weight): the report names each, and `-o json` says `"trusted": false`. Every failure
+is raised as UsageError or CommandError, so that `-o json` prints a JSON error object (gpupool.cli.main).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 FORMATS = ("table", "json", "markdown", "csv")
 # Unix seconds at or above this are milliseconds (year 5138 in seconds; Grafana's 13-digit ms are ~1.7e12).
 MS_THRESHOLD = 1e11
 MAX_TIMEOUT = 86400.0
+UNTRUSTED = 3  # the exit status of a report printed with gaps (docs/monitoring.md)
+WINDOWS = ("today", "yesterday", "week", "lastweek", "month", "lastmonth")
 
 
 def register(sub) -> None:
@@ -46,7 +51,7 @@ def register(sub) -> None:
     )
     p.add_argument("--start", metavar="TIME", help="start of the range (RFC 3339 or unix seconds); overrides --since")
     p.add_argument("--end", metavar="TIME", help="end of the range (RFC 3339 or unix seconds; default now)")
-    p.add_argument("--step", metavar="DURATION", default="5m", help="resolution, at least 1s (default 5m)")
+    _add_range_flags(p)
     auth = p.add_argument_group("credentials and TLS (docs/monitoring.md, 'Connecting to Prometheus')")
     auth.add_argument(
         "--basic-auth-file",
@@ -87,6 +92,36 @@ def register(sub) -> None:
     )
     add_output_format(p, FORMATS, "table", help="table (default), json (docs/monitoring.md), markdown or csv")
     p.set_defaults(func=run)
+
+
+def _add_range_flags(p) -> None:
+    p.add_argument(
+        "--window",
+        choices=WINDOWS,
+        help="a calendar range in UTC instead of --since/--start/--end: today, yesterday, week (Monday to now), "
+        "lastweek, month (the 1st to now), lastmonth",
+    )
+    p.add_argument(
+        "--step",
+        metavar="DURATION",
+        default="5m",
+        help="how the range is cut for peaks and days, a multiple of --resolution (default 5m); the totals do "
+        "not depend on it",
+    )
+    p.add_argument(
+        "--resolution",
+        metavar="DURATION",
+        default="1m",
+        help="how often within each step allocation and use are sampled and added up (default 1m: "
+        "Prometheus' usual scrape interval; pods shorter than it may be missed)",
+    )
+    p.add_argument(
+        "--spread-idle",
+        action="store_true",
+        help="spread each pool's unallocated cost over the tenants (and other namespaces) that allocated in it, "
+        "in proportion to their GPU-hours there (OpenCost's 'share idle')",
+    )
+    p.add_argument("--daily", action="store_true", help="add a per-day (UTC) breakdown to table, markdown and csv")
 
 
 def _size(text: str) -> int:
@@ -153,15 +188,57 @@ def instant(text: str, flag: str) -> float:
     return value
 
 
+def calendar(name: str, now: float) -> tuple[float, float]:
+    """(start, end) of the calendar window NAME in UTC, NOW being the current unix time."""
+    from datetime import UTC, datetime, timedelta
+
+    today = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    monday = today - timedelta(days=today.weekday())
+    first = today.replace(day=1)
+    previous_first = (first - timedelta(days=1)).replace(day=1)
+    ranges = {
+        "today": (today, None),
+        "yesterday": (today - timedelta(days=1), today),
+        "week": (monday, None),
+        "lastweek": (monday - timedelta(days=7), monday),
+        "month": (first, None),
+        "lastmonth": (previous_first, first),
+    }
+    start, end = ranges[name]
+    return start.timestamp(), (now if end is None else end.timestamp())
+
+
+def resolution(args, step: float) -> float:
+    from gpupool.cli.common import UsageError
+
+    res = min(duration(args.resolution, "--resolution"), step)
+    if res < 1 or res != int(res):
+        raise UsageError("--resolution: must be a whole number of seconds, at least 1s")
+    if step % res:
+        raise UsageError(f"--step: must be a multiple of --resolution ({res:g}s), so that the steps tile the range")
+    return res
+
+
 def window(args):
-    """The range: its length in whole steps, ending at --end as given, or at now rounded down to a step."""
+    """The range: whole steps ending at --end (or the --window's end, or now) rounded down to the resolution
+    (to a step for now), so that every step's samples sit on multiples of the resolution."""
     from gpupool.cli.common import UsageError
     from gpupool.monitoring.series import Window
 
     step = duration(args.step, "--step")
     if step < 1:
         raise UsageError("--step: must be at least 1s")
-    end = instant(args.end, "--end") if args.end else time.time() // step * step
+    res = resolution(args, step)
+    if getattr(args, "window", None):
+        if args.start or args.end:
+            raise UsageError("--window: give it or --start/--end, not both")
+        start, end = calendar(args.window, time.time())
+        end = end // res * res
+        if end - start < step:
+            raise UsageError(f"--window {args.window}: the range so far is shorter than one --step")
+        steps = int((end - start) // step)
+        return Window(end - steps * step, end, step)
+    end = instant(args.end, "--end") // res * res if args.end else time.time() // step * step
     start = instant(args.start, "--start") if args.start else end - duration(args.since, "--since")
     if start < 0:
         raise UsageError("--since: the range would start before 1970")
@@ -173,9 +250,9 @@ def window(args):
 
 def run(args) -> int:
     from gpupool.analysis import usage
+    from gpupool.analysis.usage_source import PrometheusSource
     from gpupool.cli.common import CommandError, UsageError, spec_path, valid_spec_or_report
-    from gpupool.monitoring import promql as q
-    from gpupool.monitoring.prometheus import ConfigError, Limits, PrometheusError, connect, query_range, requests_for
+    from gpupool.monitoring.prometheus import ConfigError, Limits, PrometheusError, connect, requests_for
 
     if not args.prometheus:
         raise UsageError("give --prometheus URL (or set GPUPOOL_PROMETHEUS_URL)")
@@ -204,26 +281,20 @@ def run(args) -> int:
     spec = valid_spec_or_report(spec_path(args), "invalid, no usage report")
     if spec is None:
         raise CommandError("the spec is invalid: no usage report (the diagnostics are above)")
+    source = PrometheusSource(conn, spec, resolution(args, w.step))
     try:
-        results = {
-            name: query_range(conn, query, w)
-            for name, query in (
-                ("allocated", q.usage_allocated()),
-                ("used", q.usage_used()),
-                ("devices", q.usage_devices()),
-                ("pools", q.node_pool_from_labels()),
-            )
-        }
-        report = usage.compute(
-            spec, w, results["allocated"], results["used"], results["devices"], results["pools"], conn.display
-        )
+        report = usage.compute(spec, w, source, conn.display, spread_idle=args.spread_idle)
     except (PrometheusError, usage.UsageDataError) as exc:
         raise CommandError(str(exc)) from None
     from gpupool.present.usage import FORMATTERS
 
     try:
-        text = FORMATTERS[args.output](report)
+        text = FORMATTERS[args.output](report, daily=args.daily)
     except ValueError:  # format_json's allow_nan=False: the last guard, compute() checks every figure first
         raise CommandError("the report holds a figure that is not a finite number; no report printed") from None
     print(text, end="")
+    if report.untrusted:
+        for why in report.untrusted:
+            print(f"gpupool usage: not the whole truth: {why} (the report names each)", file=sys.stderr)
+        return UNTRUSTED
     return 0

@@ -40,14 +40,20 @@ def dcgm_exporter_env(spec: m.Spec) -> dict[str, str]:
 def dcgm_exporter_values(spec: m.Spec) -> dict[str, Any]:
     """GPU Operator chart values for the exporter (deployments/gpu-operator/values.yaml, v26.7.0):
     honorLabels so Prometheus keeps the exporter's `namespace`/`pod` instead of renaming them
-    `exported_namespace`/`exported_pod` (the chart's default is false). The default collectors file
+    `exported_namespace`/`exported_pod` (the chart's default is false); hostPID with virtual-GPU mode
+    (gpupool.gpu.dcgm_exporter.needs_host_pid). The default collectors file
     (dcp-metrics-included.csv) already has DCGM_FI_PROF_GR_ENGINE_ACTIVE and DCGM_FI_DEV_XID_ERRORS."""
     if not spec.monitoring.enabled:
         return {}
-    env = [{"name": k, "value": v} for k, v in dcgm_exporter_env(spec).items()]
+    exporter_env = dcgm_exporter_env(spec)
+    env = [{"name": k, "value": v} for k, v in exporter_env.items()]
     values: dict[str, Any] = {"serviceMonitor": {"enabled": True, "honorLabels": True}}
     if env:
         values["env"] = env
+    if dcgm_exporter.needs_host_pid(exporter_env):
+        # Virtual-GPU mode makes GPU_UTIL / FB_USED per process for every GPU pod; without the host's PIDs
+        # they read 0 for everyone else reading them (NVIDIA's dashboard, Kubecost, HPAs): docs/monitoring.md.
+        values[dcgm_exporter.HOST_PID_VALUE] = True
     return values
 
 

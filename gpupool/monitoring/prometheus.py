@@ -1,6 +1,6 @@
 """A minimal Prometheus HTTP API client (GET /api/v1/query_range) for `gpupool usage`: range queries.
 
-Plain urllib: three range queries do not justify a dependency. The connection (URL, credentials, TLS) is
+Plain urllib: a handful of range queries do not justify a dependency. The connection (URL, credentials, TLS) is
 gpupool.monitoring.prom_connection's, one bounded request gpupool.monitoring.prom_http's; this module asks
 the range and checks what comes back (docs/monitoring.md, "Connecting to Prometheus"):
 

@@ -33,12 +33,16 @@ MIG_STATE_LABEL = "label_nvidia_com_mig_config_state"  # ... of nvidia.com/mig.c
 KSM_NODE_LABELS = ("gpupool.dev/pool", "nvidia.com/mig.config.state")
 GPU_RESOURCES = "nvidia_com_gpu|nvidia_com_gpu_shared|nvidia_com_mig_.+"
 
-# Recorded series (gpupool.monitoring.rules); names follow level:metric:operations.
+# Recorded series (gpupool.monitoring.rules); names follow level:metric:operations. The older `gpupool:` names
+# are kept: `gpupool usage` reads the static ones as the history of past prices and weights, which a rename
+# would hide (the series recorded before it keep the old name).
 NODE_POOL = "gpupool:node_pool:info"
 TENANT_INFO = "gpupool:tenant:info"
 RESOURCE_WEIGHT = "gpupool:resource_gpu_weight"
 MIG_DEVICE_WEIGHT = "gpupool:mig_device_gpu_weight"
 POOL_GPUS = "gpupool:pool_gpus:count"
+POOL_PRICE = "pool:gpupool_price_per_gpu_hour:max"  # the spec's price, recorded so `gpupool usage` prices history
+MIG_PROFILE_SLICES = "profile:gpupool_mig_compute_slices:max"  # a MIG profile's compute slices (the catalog)
 TENANT_GRANTED = "gpupool:namespace_gpu_granted:gpu_equivalents"
 ACTIVE = "gpupool:dcgm_gr_engine_active:pool"
 DEVICE_BUSY = "gpupool:device_gpu_busy:gpu_equivalents"
@@ -95,28 +99,20 @@ def node_pool_from_labels() -> str:
     )
 
 
-def weighted_active(active: str) -> str:
-    """Device activity in GPU-equivalents: MIG series times their instance's weight, whole GPUs as they are."""
-    return (
-        f'({active}{{GPU_I_PROFILE!=""}} * on(pool, GPU_I_PROFILE) group_left() {MIG_DEVICE_WEIGHT}) '
-        f'or {active}{{GPU_I_PROFILE=""}}'
-    )
+def weighted_active(mig: str, whole: str, slices: str = MIG_PROFILE_SLICES) -> str:
+    """Device activity in GPU-equivalents. MIG (the series MIG, with node and UUID): each instance x its
+    compute slices / the slices of the instances present on its own GPU at that moment (dcgm-exporter gives
+    MIG series the parent GPU's UUID; gpupool.gpu.mig.layout_weights: a GPU's instances add up to one GPU,
+    a stranded slice paid by the instances that strand it); whole GPUs (the series WHOLE) as they are.
+    SLICES: a vector of compute slices by GPU_I_PROFILE; a profile it lacks is not weighed.
 
-
-# -- what `gpupool usage` asks over a time range (query_range); the rules record the same joins live ----------
-
-
-def usage_allocated() -> str:
-    """Running pods' GPU requests per tenant namespace, node and resource (weighted in Python per pool)."""
-    return f"sum by (namespace, node, resource) ({running_gpu_requests()})"
-
-
-def usage_used() -> str:
-    """Each namespace's share of its devices' activity per node and MIG profile (weighted per pool)."""
-    return f"sum by (namespace, node, GPU_I_PROFILE) ({share_of_device(dcgm(GR_ENGINE_ACTIVE))})"
-
-
-def usage_devices() -> str:
-    """Every device's activity once, per node and MIG profile: a pool's use, whoever holds the devices."""
-    by = ", ".join(DEVICE)
-    return f"sum by (node, GPU_I_PROFILE) (max by ({by}, GPU_I_PROFILE) ({dcgm(GR_ENGINE_ACTIVE)}))"
+    The exporter reports every instance of a GPU, held or not: dcgm-exporter internal/pkg/deviceinfo/
+    device_info.go initializeGPUInfo adds each GPU instance of DCGM's GetGPUInstanceHierarchy to its parent GPU
+    (FE_GPU_I entities), so the slices present on a GPU are its layout's. It reads the hierarchy when it starts;
+    MIG Manager restarts the operator's pods around a re-layout (inferred), so a new layout's instances appear
+    with it."""
+    dev = ", ".join(DEVICE)
+    per_device = f"max by ({dev}, GPU_I_PROFILE) ({mig}) * 0 + on(GPU_I_PROFILE) group_left() ({slices})"
+    # the weight first (slices / the GPU's slices), then activity x weight: 0.8 x 1/2 is 0.4 exactly
+    weight = f"({per_device}) / on(node, UUID) group_left() sum by (node, UUID) ({per_device})"
+    return f"(({mig}) * on({dev}) group_left() ({weight})) or ({whole})"

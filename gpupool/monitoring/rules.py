@@ -3,7 +3,11 @@ GPU-equivalents per pod, tenant and pool, MIG-aware) and alerts. Pure data; docs
 each series, tests/test_monitoring_rules.py runs `promtool check rules` and `promtool test rules` on it.
 
 The weights are the chargeback's (NodePool.unit_gpu_fraction / device_gpu_fraction), written as static
-series so the live figures and `gpupool plan` / `gpupool usage` agree.
+series so the live figures and `gpupool plan` / `gpupool usage` agree. The static series are also the
+history `gpupool usage` prices a range with (gpupool.monitoring.usage_queries): each resource's weight, each
+pool's GPUs and price as they were when the rules ran, so a re-layout or a price change does not re-price
+the past. A MIG instance's activity is weighed on its own GPU from the compute slices of the profiles
+present there (profile:gpupool_mig_compute_slices:max), not from the pool's average instance.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any
 from gpupool.model import grants
 from gpupool.model import platform as m
 from gpupool.monitoring import promql as q
+from gpupool.monitoring.alerts import alert_rules
 
 GROUP_STATIC = "gpupool.static"
 GROUP_USAGE = "gpupool.usage"
@@ -34,6 +39,8 @@ def static_rules(spec: m.Spec) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for pool in spec.pools:
         out.append(_static(q.POOL_GPUS, pool.total_gpus, {"pool": pool.name}))
+        if pool.price_per_gpu_hour is not None:
+            out.append(_static(q.POOL_PRICE, pool.price_per_gpu_hour, {"pool": pool.name}))
         for advertised in pool.resources_per_node():
             out.append(
                 _static(
@@ -46,6 +53,8 @@ def static_rules(spec: m.Spec) -> list[dict[str, Any]]:
         for profile in profiles:
             weight = pool.device_gpu_fraction(m.mig_resource(profile))
             out.append(_static(q.MIG_DEVICE_WEIGHT, weight, {"pool": pool.name, "GPU_I_PROFILE": profile}))
+    for profile, slices in mig_profile_slices(spec):
+        out.append(_static(q.MIG_PROFILE_SLICES, slices, {"GPU_I_PROFILE": profile}))
     granted = grants.granted_gpu_equivalents(spec)  # the plan's figure, without running the plan
     for t in spec.tenants:
         labels = {"namespace": t.namespace, "tenant": t.name, "tier": t.tier, "cost_center": t.cost_center or ""}
@@ -54,10 +63,24 @@ def static_rules(spec: m.Spec) -> list[dict[str, Any]]:
     return out
 
 
+def mig_profile_slices(spec: m.Spec) -> list[tuple[str, int]]:
+    """(profile, compute slices) of every MIG profile of the pools' GPU models (the catalog's; a profile name
+    has the same slices on every model that has it), so that a re-layout to another profile is weighed too."""
+    from gpupool.gpu.mig import catalog
+
+    out: dict[str, int] = {}
+    for pool in spec.pools:
+        model = catalog().resolve(pool.gpu_model) if pool.mig_capable else None
+        for name, profile in model.profiles.items() if model else ():
+            out[name] = profile.compute
+    return sorted(out.items())
+
+
 def usage_rules() -> list[dict[str, Any]]:
     """Allocated and used GPU-equivalents, live. The joins are gpupool.monitoring.promql's, which
     `gpupool usage` runs over a time range too."""
     dev = ", ".join(q.DEVICE)
+    weighted = q.weighted_active(f'{q.ACTIVE}{{GPU_I_PROFILE!=""}}', f'{q.ACTIVE}{{GPU_I_PROFILE=""}}')
     return [
         {"record": q.NODE_POOL, "expr": q.node_pool_from_labels()},
         {
@@ -71,124 +94,17 @@ def usage_rules() -> list[dict[str, Any]]:
         {"record": q.NAMESPACE_ALLOC, "expr": f"sum by (namespace, pool) ({q.POD_ALLOC})"},
         {"record": q.POOL_ALLOC, "expr": f"sum by (pool) ({q.POD_ALLOC})"},
         {"record": q.ACTIVE, "expr": f"{q.dcgm(q.GR_ENGINE_ACTIVE)} * on(node) group_left(pool) {q.NODE_POOL}"},
-        {
-            "record": q.DEVICE_BUSY,
-            "expr": f"max by (pool, {dev}, GPU_I_PROFILE) ({q.weighted_active(q.ACTIVE)})",
-        },
+        {"record": q.DEVICE_BUSY, "expr": f"max by (pool, {dev}, GPU_I_PROFILE) ({weighted})"},
         {"record": q.POOL_USED, "expr": f"sum by (pool) ({q.DEVICE_BUSY})"},
         {
             "record": q.POD_USED,
             "expr": (
-                f"sum by (namespace, pod, pool) ({q.share_of_device(q.weighted_active(q.ACTIVE))})"
+                f"sum by (namespace, pod, pool) ({q.share_of_device(weighted)})"
                 f" * on(namespace) group_left() {q.TENANT_INFO}"
             ),
         },
         {"record": q.NAMESPACE_USED, "expr": f"sum by (namespace, pool) ({q.POD_USED})"},
     ]
-
-
-def alert_rules(spec: m.Spec) -> list[dict[str, Any]]:
-    a = spec.monitoring.alerts
-    gpu_quota = 'resourcequota="gpu-quota", resource=~"requests\\\\.nvidia\\\\.com/.+"'
-    out: list[dict[str, Any]] = [
-        {
-            "alert": "GpuAllocatedButIdle",
-            "expr": (
-                f"max by (namespace, pod, pool) (avg_over_time({q.ACTIVE}[1h]))"
-                f" * on(namespace) group_left(tenant, cost_center) {q.TENANT_INFO} < {_num(a.idle_below)}"
-            ),
-            "for": a.idle_for,
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": "A pod holds a GPU it does not use",
-                "description": (
-                    "{{ $labels.namespace }}/{{ $labels.pod }} (pool {{ $labels.pool }}) kept its GPU engine "
-                    f"below {a.idle_below:.0%} busy for {a.idle_for} (1h average {{{{ $value | humanizePercentage }}}}). "
-                    "On a time-sliced or MPS GPU the value is the shared device's."
-                ),
-            },
-        },
-        {
-            "alert": "GpuQuotaAlmostFull",
-            "expr": (
-                f'sum by (namespace, resource) ({q.QUOTA}{{{gpu_quota}, type="used"}})'
-                f' / sum by (namespace, resource) ({q.QUOTA}{{{gpu_quota}, type="hard"}} > 0)'
-                f" >= {_num(a.quota_almost_full)}"
-            ),
-            "for": "15m",
-            "labels": {"severity": "info"},
-            "annotations": {
-                "summary": "A tenant's GPU quota is almost used up",
-                "description": "{{ $labels.namespace }} uses {{ $value | humanizePercentage }} of its {{ $labels.resource }} quota.",
-            },
-        },
-        {
-            "alert": "GpuPodsPending",
-            "expr": (
-                f'sum by (namespace, pod) ({q.REQUESTS}{{resource=~"{q.GPU_RESOURCES}"}})'
-                f' * on(namespace, pod) group_left() (max by (namespace, pod) ({q.PHASE}{{phase="Pending"}}) == 1) > 0'
-            ),
-            "for": a.pending_for,
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": "A GPU pod cannot be scheduled",
-                "description": f"{{{{ $labels.namespace }}}}/{{{{ $labels.pod }}}} has been pending with a GPU request for {a.pending_for}.",
-            },
-        },
-        {
-            "alert": "MigConfigFailed",
-            "expr": f'max by (node) ({q.NODE_LABELS}{{{q.MIG_STATE_LABEL}="failed"}})',
-            "for": "5m",
-            "labels": {"severity": "critical"},
-            "annotations": {
-                "summary": "MIG Manager failed to apply a MIG layout",
-                "description": "{{ $labels.node }} reports nvidia.com/mig.config.state=failed: its GPUs are not in the layout the spec asks for.",
-            },
-        },
-        {
-            "alert": "MigConfigStuck",
-            "expr": f'max by (node) ({q.NODE_LABELS}{{{q.MIG_STATE_LABEL}=~"pending|rebooting"}})',
-            "for": a.mig_stuck_for,
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": "A MIG re-layout does not finish",
-                "description": f"{{{{ $labels.node }}}} has been in nvidia.com/mig.config.state pending or rebooting for {a.mig_stuck_for}.",
-            },
-        },
-        {
-            "alert": "GpuXidErrors",
-            "expr": f"max by (node, gpu, UUID, modelName) ({q.dcgm(q.XID_ERRORS)}) > 0",
-            "for": "0m",
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": "A GPU reported an XID error",
-                "description": "GPU {{ $labels.gpu }} on {{ $labels.node }} reported XID {{ $value }}.",
-            },
-        },
-    ]
-    # Quota overcommit drift: what the quotas add up to against what the nodes advertise now, above the
-    # spec's own policy. gpupool proves the policy at plan time; this catches nodes gone missing.
-    for resource in spec.advertised_resources():
-        ratio = spec.oversubscription.exact_ratio_for(resource)
-        out.append(
-            {
-                "alert": "GpuQuotaOvercommit",
-                "expr": (
-                    f'sum({q.QUOTA}{{resourcequota="gpu-quota", type="hard", resource={q.quoted("requests." + resource)}}})'
-                    f" / sum({q.ALLOCATABLE}{{resource={q.quoted(q.ksm_resource(resource))}}}) > {_num(ratio)}"
-                ),
-                "for": "15m",
-                "labels": {"severity": "warning", "resource": resource},
-                "annotations": {
-                    "summary": "GPU quotas promise more than the nodes advertise",
-                    "description": (
-                        f"Tenant quotas of {resource} add up to {{{{ $value | humanize }}}}x what the nodes "
-                        f"advertise; the spec allows {float(ratio):g}x. Nodes are missing or drained."
-                    ),
-                },
-            }
-        )
-    return out
 
 
 def groups(spec: m.Spec) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ def _money(x: float | None) -> str:
     return "unpriced" if x is None else f"{x:,.2f}"
 
 
-def sections(r) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...]]]:
+def _tenant_rows(r) -> list[list[str]]:
     hours = r.window.hours
     rows = []
     for t in [*r.tenants, r.other]:
@@ -44,8 +44,14 @@ def sections(r) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...]]]
                 _pct(t.efficiency),
                 _h(t.idle_hours),
                 _money(t.charge),
+                *([_money(t.idle_charge)] if r.spread_idle else []),
             ]
         )
+    return rows
+
+
+def sections(r) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...]]]:
+    rows = _tenant_rows(r)
     out = [
         (
             "Tenants (GPU-equivalents: granted, average and peak allocated, average used; then GPU-hours)",
@@ -61,9 +67,10 @@ def sections(r) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...]]]
                 "EFFIC.",
                 "IDLE GPU-H",
                 "CHARGE",
+                *(["IDLE SHARE"] if r.spread_idle else []),
             ],
             rows,
-            tuple(range(2, 11)),
+            tuple(range(2, 12 if r.spread_idle else 11)),
         ),
         (
             "Cost centres",
@@ -106,8 +113,8 @@ def sections(r) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...]]]
                     _pct(p.utilisation),
                     _h(p.unallocated_hours),
                     _h(p.recoverable_hours),
-                    _money(p.money(p.capacity_hours)),
-                    _money(p.money(p.unallocated_hours)),
+                    _money(p.cost),
+                    _money(p.unallocated_cost),
                 ]
                 for p in r.pools
             ],
@@ -117,15 +124,61 @@ def sections(r) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...]]]
     return out
 
 
+def day_section(r) -> tuple[str, list[str], list[list[str]], tuple[int, ...]]:
+    rows = []
+    for d in r.days:
+        for name, (a, u, c) in d.tenants.items():
+            rows.append([d.date, name, _h(a), _h(u), _money(c)])
+    return ("Per day (UTC)", ["DAY", "TENANT", "ALLOC GPU-H", "USED GPU-H", "CHARGE"], rows, (2, 3, 4))
+
+
+def _when(t: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+GAP_WHAT = {
+    "no-data": "no data (no kube-state-metrics series: before the data, past it, or an outage)",
+    "exporter": "DCGM exporter silent while pods held GPUs (their use is unknown)",
+    "history": "priced with the spec (no recorded weights, prices or GPUs)",
+    "labels": "node pools from the spec's node lists (no gpupool.dev/pool label)",
+}
+
+
 def _notes(r) -> list[str]:
+    from gpupool.analysis.usage import duration_text
+
     out = []
+    for g in r.gaps:
+        where = f" on {g.node}" if g.node else ""
+        out.append(
+            f"gap: {GAP_WHAT.get(g.kind, g.kind)}{where}, {_when(g.start)} to {_when(g.end)} UTC: "
+            f"{duration_text(g.seconds)}"
+        )
+    for (node, ns, res), h in sorted(r.outside_pools.items()):
+        out.append(
+            f"outside every pool: {ns} held {h:,.2f} unit-hours of {res} on node {node}: not weighed, not charged"
+        )
+    for (pool, res, ns), h in sorted(r.unweighed.items()):
+        out.append(
+            f"no weight: {ns} held {h:,.2f} unit-hours of {res} in pool {pool}, which neither the recorded history "
+            "nor the spec weighs (a retired MIG profile?): not charged"
+        )
+    for profile, h in sorted(r.unknown_profiles.items()):
+        out.append(f"unknown MIG profile {profile}: {h:,.2f} device-hours of activity not weighed")
+    for node, per in sorted(r.node_pools.items()):
+        if len(per) > 1:
+            out.append(
+                f"node {node} moved between pools: " + ", ".join(f"{p} {h:,.1f} h" for p, h in sorted(per.items()))
+            )
     if any(t.used_shared for t in r.tenants):
         out.append(
             "* includes an equal share of time-sliced/MPS devices: their activity is per device, so it is split "
             "among the pods on it (docs/monitoring.md)"
         )
-    if r.unattributed_hours:
-        out.append(f"{r.unattributed_hours:,.1f} GPU-hours on nodes of no known pool were not weighed or charged")
+    if r.spread_idle:
+        out.append("IDLE SHARE: each pool's unallocated cost spread over its allocators by their GPU-hours there")
     return out
 
 
@@ -136,9 +189,13 @@ def _head(r) -> str:
     return f"cluster {r.cluster}: {doc['start']} to {doc['end']} ({r.window.hours:,.1f} h, step {r.window.step:g}s)"
 
 
-def format_table(r) -> str:
+def _all(r, daily: bool):
+    return [*sections(r), *([day_section(r)] if daily else [])]
+
+
+def format_table(r, daily: bool = False) -> str:
     parts = [f"GPU usage: {_head(r)}\n"]
-    for title, headers, rows, right in sections(r):
+    for title, headers, rows, right in _all(r, daily):
         parts.append(f"{title}\n" + text_table(headers, rows, right))
     notes = _notes(r)
     if notes:
@@ -146,9 +203,9 @@ def format_table(r) -> str:
     return "\n".join(parts)
 
 
-def format_markdown(r) -> str:
+def format_markdown(r, daily: bool = False) -> str:
     parts = [f"## gpupool usage: {_head(r)}\n"]
-    for title, headers, rows, right in sections(r):
+    for title, headers, rows, right in _all(r, daily):
         parts.append(f"### {title}\n\n" + md_table(headers, rows, right))
     notes = _notes(r)
     if notes:
@@ -156,7 +213,7 @@ def format_markdown(r) -> str:
     return "\n".join(parts)
 
 
-def format_json(r) -> str:
+def format_json(r, daily: bool = False) -> str:  # days are always in the JSON
     from gpupool.analysis.usage import to_json
 
     return json.dumps(to_json(r), indent=2, ensure_ascii=False, allow_nan=False) + "\n"  # never NaN or Infinity
@@ -173,33 +230,36 @@ CSV_COLUMNS = [
 ]
 
 
-def format_csv(r) -> str:
+def format_csv(r, daily: bool = False) -> str:
     """Line items: one row per tenant and pool, then per pool the other namespaces' and the unallocated
-    GPU-hours; the charges of a pool's rows add up to what the pool cost over the range."""
+    GPU-hours; the charges of a pool's rows add up to what the pool cost over the range. With --spread-idle a
+    pool's spread idle cost is in `idle_share` and its (unallocated) row keeps only what nobody allocated.
+    With --daily, one row per UTC day and tenant instead (`date` first, no pool)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_COLUMNS)
-    pools = {p.name: p for p in r.pools}
 
     def dec(x, places=4):
         return "" if x is None else f"{x:.{places}f}"
 
+    if daily:
+        w.writerow(["date", "tenant", "allocated_gpu_hours", "used_gpu_hours", "charge"])
+        for d in r.days:
+            for name, (a, u, c) in d.tenants.items():
+                w.writerow([d.date, name, dec(a), dec(u), dec(c, 2)])
+        return buf.getvalue()
+    w.writerow([*CSV_COLUMNS, *(["idle_share"] if r.spread_idle else [])])
+    pools = {p.name: p for p in r.pools}
     for t in sorted([*r.tenants, r.other], key=lambda t: (t.cost_center or "", t.name)):
-        for pool, (a, u) in sorted(t.by_pool.items()):
+        for pool, (a, u, c) in sorted(t.by_pool.items()):
             p = pools[pool]
-            w.writerow([t.cost_center or "", t.name, pool, dec(a), dec(u), dec(p.price), dec(p.money(a), 2)])
+            share = p.idle_spread * a / p.allocated_hours if r.spread_idle and p.allocated_hours else 0.0
+            priced = p.cost is not None
+            row = [t.cost_center or "", t.name, pool, dec(a), dec(u), dec(p.price), dec(c if priced else None, 2)]
+            w.writerow(row + ([dec(share if priced else None, 2)] if r.spread_idle else []))
     for p in r.pools:
-        w.writerow(
-            [
-                "",
-                "(unallocated)",
-                p.name,
-                dec(p.unallocated_hours),
-                "",
-                dec(p.price),
-                dec(p.money(p.unallocated_hours), 2),
-            ]
-        )
+        left = None if p.unallocated_cost is None else p.unallocated_cost - (p.idle_spread if r.spread_idle else 0.0)
+        row = ["", "(unallocated)", p.name, dec(p.unallocated_hours), "", dec(p.price), dec(left, 2)]
+        w.writerow(row + ([""] if r.spread_idle else []))
     return buf.getvalue()
 
 

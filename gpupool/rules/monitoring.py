@@ -48,7 +48,10 @@ def attribution_values(ctx: Context) -> None:
     """With monitoring on, gpupool sets the exporter's ServiceMonitor `honorLabels: true` (else Prometheus
     renames the exporter's `namespace` to `exported_namespace` and no GPU series belongs to a tenant), and the
     variables that attribute shared GPUs (KUBERNETES_VIRTUAL_GPUS, NVIDIA_RESOURCE_NAMES). Values that
-    replace them would make every tenant's usage zero.
+    replace them would make every tenant's usage zero. With a time-sliced or MPS pool gpupool also sets
+    `dcgmExporter.hostPID: true`: virtual-GPU mode reports DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_USED per
+    process for every GPU pod, 0 without the host's PIDs; values that turn it off are a warning (a cluster
+    whose policy forbids host PIDs may choose that, at the cost of those two series for other readers).
 
     Passes:
         monitoring: {enabled: true}
@@ -70,6 +73,16 @@ def attribution_values(ctx: Context) -> None:
                     "it: honorLabels keeps the exporter's namespace and pod labels); remove it",
                     key=True,
                 )
+    host_pid = _get(ctx.data, *VALUES, "dcgmExporter", "hostPID")
+    shared = ctx.spec is not None and any(p.sharing.software_shared for p in ctx.spec.pools)
+    if host_pid is not None and host_pid is not True and shared:
+        ctx.warn(
+            VALUES + ("dcgmExporter", "hostPID"),
+            "turns off the host PIDs gpupool gives the exporter with a time-sliced or MPS pool: its "
+            "virtual-GPU mode then reports DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_USED as 0 for every GPU pod, "
+            "for every reader of the exporter (docs/monitoring.md); remove it unless your cluster forbids host PIDs",
+            key=True,
+        )
     env = _get(ctx.data, *VALUES, "dcgmExporter", "env")
     if isinstance(env, list):
         for i, item in enumerate(env):

@@ -5,7 +5,9 @@ Proves: the rules parse (templates included); the recording rules weigh allocati
 chargeback (a 3g.40gb of prod's h100-infer 1/2 GPU, a gpu.shared replica of l40s-notebooks 1/8), split a
 time-sliced device's activity among its pods instead of summing it, leave a device no pod holds out of
 every tenant, and keep the pool's use counted once; every alert fires on the series that should fire it
-and stays quiet on a near miss.
+and stays quiet on a near miss. On the whole prod spec (series generated from it by tests/e2e/alert_series.py:
+every node, quotas and Kueue objects as rendered, queueing on, an exporter per node): a healthy cluster fires
+no alert at any time, and ten failures each fire the alert meant for it (about 25 s of promtool CPU).
 
 Series formats (no exporter runs here): dcgm-exporter `internal/pkg/rendermetrics/render_metrics.go`
 (gpu, UUID, pci_bus_id, device, modelName, GPU_I_PROFILE/GPU_I_ID for MIG, hostname) plus the pod labels
@@ -25,9 +27,11 @@ import pytest
 import yaml
 
 from gpupool.gpu.mig import catalog
+from gpupool.monitoring import alerts, rules
 from gpupool.monitoring import promql as q
-from gpupool.monitoring import rules
 from gpupool.rules.engine import load_valid_spec
+
+from . import alert_series
 
 pytestmark = pytest.mark.e2e
 
@@ -153,44 +157,8 @@ def test_promtool_unit_tests(prometheus_bin, prod, rule_file):
             }
             for i, pod in enumerate(("nb-0", "nb-1"))
         ],
-        {
-            "series": _dcgm(q.XID_ERRORS, L40S_NODE, "GPU-l40s-0", "NVIDIA L40S", {}),
-            "values": "0x10 79x229",
-        },
-        # MIG Manager: one node failed, one stuck pending, one that finished after 20m (no alert)
+        # MIG Manager: one node failed
         {"series": f'kube_node_labels{{node="n-failed", {q.MIG_STATE_LABEL}="failed"}}', "values": "1x240"},
-        {"series": f'kube_node_labels{{node="n-stuck", {q.MIG_STATE_LABEL}="pending"}}', "values": "1x240"},
-        {"series": f'kube_node_labels{{node="n-quick", {q.MIG_STATE_LABEL}="pending"}}', "values": "1x20 _x219"},
-        # quotas: search uses 19 of 20 3g.40gb (alert), notebooks 150 of 200 gpu.shared (no alert)
-        *[
-            {
-                "series": f'kube_resourcequota{{namespace="{ns}", resourcequota="gpu-quota", resource="requests.{r}", type="{t}"}}',
-                "values": f"{v}x240",
-            }
-            for ns, r, used, hard in (
-                ("search", "nvidia.com/mig-3g.40gb", 19, 20),
-                ("notebooks", "nvidia.com/gpu.shared", 150, 200),
-            )
-            for t, v in (("used", used), ("hard", hard))
-        ],
-        # overcommit drift: nvidia.com/gpu quotas add up to 80; the nodes advertise 72 (one node is gone)
-        {
-            "series": 'kube_resourcequota{namespace="llm-training", resourcequota="gpu-quota", resource="requests.nvidia.com/gpu", type="hard"}',
-            "values": "80x240",
-        },
-        {
-            "series": 'kube_node_status_allocatable{node="a", resource="nvidia_com_gpu", unit="integer"}',
-            "values": "72x240",
-        },
-        # gpu.shared: notebooks' 200 + experiments' 80 = 280 promised on 192, within prod's 1.5x (no alert)
-        {
-            "series": 'kube_resourcequota{namespace="experiments", resourcequota="gpu-quota", resource="requests.nvidia.com/gpu.shared", type="hard"}',
-            "values": "80x240",
-        },
-        {
-            "series": 'kube_node_status_allocatable{node="l40s-a", resource="nvidia_com_gpu_shared", unit="integer"}',
-            "values": "192x240",
-        },
     ]
     # an idle pod: search's second pod holds a 3g.40gb at 1% for the whole test
     series += [
@@ -205,6 +173,23 @@ def test_promtool_unit_tests(prometheus_bin, prod, rule_file):
                 {"GPU_I_PROFILE": "3g.40gb", "GPU_I_ID": "1", "pod": "s-1", "namespace": "search", "container": "main"},
             ),
             "values": "0.01x240",
+        },
+        # its GPU's other 3g.40gb, idle and held by nobody: the exporter reports every instance of a GPU, and
+        # an instance is weighed by the slices present on its own GPU (gpupool.monitoring.promql.weighted_active)
+        {
+            "series": _dcgm(
+                q.GR_ENGINE_ACTIVE,
+                H100_NODE,
+                "GPU-h100-1",
+                "NVIDIA H100 80GB HBM3",
+                {
+                    "GPU_I_PROFILE": "3g.40gb",
+                    "GPU_I_ID": "2",
+                    "namespace": "gpu-operator",
+                    "pod": "nvidia-dcgm-exporter-x1",
+                },
+            ),
+            "values": "0x240",
         },
     ]
     alloc = f'{q.POD_ALLOC}{{namespace="search", pod="s-0"}}'
@@ -271,22 +256,9 @@ def test_promtool_unit_tests(prometheus_bin, prod, rule_file):
             ],
         ),
         ("1h", "GpuAllocatedButIdle", []),  # idle, but not yet for idleFor (2h) after the 1h average
-        (
-            "30m",
-            "GpuQuotaAlmostFull",
-            [{"namespace": "search", "resource": "requests.nvidia.com/mig-3g.40gb", "severity": "info"}],
-        ),
-        ("30m", "GpuQuotaOvercommit", [{"resource": "nvidia.com/gpu", "severity": "warning"}]),
         ("40m", "GpuPodsPending", [{"namespace": "ads", "pod": "a-0", "severity": "warning"}]),
         ("20m", "GpuPodsPending", []),
         ("10m", "MigConfigFailed", [{"node": "n-failed", "severity": "critical"}]),
-        ("40m", "MigConfigStuck", [{"node": "n-stuck", "severity": "warning"}]),
-        (
-            "20m",
-            "GpuXidErrors",
-            [{"node": L40S_NODE, "gpu": "0", "UUID": "GPU-l40s-0", "modelName": "NVIDIA L40S", "severity": "warning"}],
-        ),
-        ("5m", "GpuXidErrors", []),
     ]
     # Annotations are templates checked by `promtool check rules`; compared here only for MigConfigFailed.
     test_rules = copy.deepcopy(rules.groups(prod))
@@ -322,6 +294,7 @@ def test_promtool_unit_tests(prometheus_bin, prod, rule_file):
                                         "exp_annotations": {
                                             "summary": "MIG Manager failed to apply a MIG layout",
                                             "description": failed_description,
+                                            "runbook_url": "docs/monitoring.md#migconfigfailed",
                                         }
                                     }
                                     if name == "MigConfigFailed"
@@ -340,3 +313,224 @@ def test_promtool_unit_tests(prometheus_bin, prod, rule_file):
     p = _promtool(prometheus_bin, "test", "rules", "unit-test.yaml", cwd=d)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "SUCCESS" in p.stdout
+
+
+# -- the alerts on a whole prod cluster: quiet when healthy, each failure firing its own ------------------------
+
+
+def _run_alert_tests(prometheus_bin: Path, prod, d: Path, groups: list[dict]) -> None:
+    # Annotations are templates, checked by `promtool check rules` above and tests/test_monitoring_alerts.py.
+    groups_ = copy.deepcopy(rules.groups(prod))
+    for group in groups_:
+        for r in group["rules"]:
+            r.pop("annotations", None)
+    (d / "alert-rules.yaml").write_text(yaml.safe_dump({"groups": groups_}, sort_keys=False))
+    test = {"rule_files": ["alert-rules.yaml"], "evaluation_interval": alert_series.INTERVAL, "tests": groups}
+    (d / "alert-test.yaml").write_text(yaml.safe_dump(test, sort_keys=False))
+    p = _promtool(prometheus_bin, "test", "rules", "alert-test.yaml", cwd=d)
+    assert p.returncode == 0, p.stdout[-20000:] + p.stderr[-5000:]
+
+
+def _group(c: alert_series.Cluster, checks: list[tuple[str, str, list[dict[str, str]]]]) -> dict:
+    return {
+        "interval": alert_series.INTERVAL,
+        "input_series": c.input_series(),
+        "alert_rule_test": [
+            {"eval_time": t, "alertname": n, "exp_alerts": [{"exp_labels": x} for x in exp]} for t, n, exp in checks
+        ],
+    }
+
+
+ALERTS = {
+    "GpuAllocatedButIdle",
+    "GpuQuotaAlmostFull",
+    "GpuPodsPending",
+    "KueueWorkloadsPending",
+    "KueueClusterQueueInactive",
+    "GpuQuotaOvercommit",
+    "GpuQueueQuotaOvercommit",
+    "GpuPoolNodesMissing",
+    "MigConfigFailed",
+    "MigConfigStuck",
+    "GpuXidHardwareError",
+    "GpuXidApplicationError",
+    "GpuExporterMissing",
+}
+
+
+def test_a_healthy_prod_cluster_fires_no_alert(prometheus_bin, prod, tmp_path):
+    """Every node of the prod spec with its exporter, quotas and ClusterQueues as rendered, queueing on, one busy
+    pod per tenant, and what a real cluster keeps for good (gpupool's own `pending` MIG state on an uncordoned
+    node, XIDs from before the window, the offboarded tenant's stopped ClusterQueue): no alert fires at any time.
+    The same data fired GpuQuotaOvercommit before: rendered quotas are Kueue's admission ceilings."""
+    assert set(alerts.alert_names(prod)) == ALERTS
+    c = alert_series.healthy(prod)
+    # what made the quota-based overcommit alert fire here: nvidia.com/gpu quotas add up to more than exists
+    hard = sum(
+        int(v.split("x")[0])
+        for k, v in c.series.items()
+        if k.startswith(q.QUOTA) and 'resource="requests.nvidia.com/gpu"' in k and 'type="hard"' in k
+    )
+    whole_gpus = sum(p.gpus_per_node * p.node_count for p in prod.pools if p.sharing.kind == "none")
+    assert hard > whole_gpus
+    checks = [(t, name, []) for t in ("30m", "1h10m", "3h10m") for name in sorted(ALERTS)]
+    _run_alert_tests(prometheus_bin, prod, tmp_path, [_group(c, checks)])
+
+
+def _set(c: alert_series.Cluster, contains: tuple[str, ...], values: str) -> None:
+    keys = [k for k in c.series if all(s in k for s in contains)]
+    assert keys, contains
+    for k in keys:
+        c.series[k] = values
+
+
+def _node_state(c: alert_series.Cluster, node: str, state: str, cordoned: bool) -> None:
+    old = next(k for k in c.series if k.startswith(q.NODE_LABELS + "{") and f'node="{node}"' in k)
+    del c.series[old]
+    c.series[old.replace('="success"', f'="{state}"').replace('="pending"', f'="{state}"')] = alert_series.const(1)
+    c.series[f'kube_node_spec_unschedulable{{node="{node}"}}'] = alert_series.const(int(cordoned))
+
+
+def _lost_node(prod, c):
+    """A h100-train node is gone (its every series): the whole-GPU grants exceed what is left."""
+    granted = sum(t.gpus.get("nvidia.com/gpu", 0) for t in prod.active_tenants)
+    left = sum(p.gpus_per_node * p.node_count for p in prod.pools if p.sharing.kind == "none") - 8
+    assert granted > left  # 80 granted, 72 left: the spec's maxRatio is 1
+    assert c.drop(lambda k: '"h100-train-1"' in k) > 0
+    return [
+        ("10m", "GpuQuotaOvercommit", []),
+        ("30m", "GpuQuotaOvercommit", [{"resource": "nvidia.com/gpu", "severity": "warning"}]),
+        ("30m", "GpuPoolNodesMissing", [{"pool": "h100-train", "severity": "warning"}]),
+        ("30m", "GpuExporterMissing", []),  # a node that is gone has no exporter to miss
+    ]
+
+
+def _half_mig_layout(prod, c):
+    """h100-infer's nodes advertise half their 3g.40gb (a layout half applied): the rendered nominal quotas
+    (ads 12 + search 20) and the grants no longer fit."""
+    nominal = alert_series.rendered_nominal(prod)[("h100-infer", "nvidia.com/mig-3g.40gb")]
+    assert nominal == 32 and nominal > 4 * 4
+    _set(c, (q.ALLOCATABLE + "{", 'resource="nvidia_com_mig_3g_40gb"'), alert_series.const(4))
+    exp = [{"pool": "h100-infer", "resource": "nvidia_com_mig_3g_40gb", "severity": "warning"}]
+    return [
+        ("10m", "GpuQueueQuotaOvercommit", []),
+        ("30m", "GpuQueueQuotaOvercommit", exp),
+        ("30m", "GpuQuotaOvercommit", [{"resource": "nvidia.com/mig-3g.40gb", "severity": "warning"}]),
+    ]
+
+
+def _whole_grant(prod, c):
+    """search uses all 20 of its 3g.40gb grant; its rendered quota (Kueue's ceiling, 32) is far from full."""
+    key = 'namespace="search", resourcequota="gpu-quota", resource="requests.nvidia.com/mig-3g.40gb"'
+    hard = int(c.series[f'{q.QUOTA}{{{key}, type="hard"}}'].split("x")[0])
+    assert 20 / hard < 0.9  # what the quota-based alert read
+    c.series[f'{q.QUOTA}{{{key}, type="used"}}'] = alert_series.const(20)
+    exp = {"namespace": "search", "resource": "nvidia.com/mig-3g.40gb", "tenant": "search", "severity": "info"}
+    return [("10m", "GpuQuotaAlmostFull", []), ("30m", "GpuQuotaAlmostFull", [exp])]
+
+
+def _pending_pod(prod, c):
+    lab = {"namespace": "ads", "pod": "ads-9", "uid": "uid-ads-9", "container": "main", "node": ""}
+    c.put(q.REQUESTS, {**lab, "resource": "nvidia_com_gpu", "unit": "integer"}, alert_series.const(1))
+    for phase in ("Pending", "Running"):
+        c.put(
+            q.PHASE,
+            {"namespace": "ads", "pod": "ads-9", "uid": "uid-ads-9", "phase": phase},
+            alert_series.const(int(phase == "Pending")),
+        )
+    exp = [{"namespace": "ads", "pod": "ads-9", "severity": "warning"}]
+    return [("20m", "GpuPodsPending", []), ("40m", "GpuPodsPending", exp)]
+
+
+def _queued_work(prod, c):
+    _set(c, ("kueue_pending_workloads{", '"llm-training"', '"inadmissible"'), alert_series.const(3))
+    exp = [{"cluster_queue": "llm-training", "namespace": "llm-training", "severity": "warning"}]
+    return [("20m", "KueueWorkloadsPending", []), ("40m", "KueueWorkloadsPending", exp)]
+
+
+def _inactive_queue(prod, c):
+    _set(c, ("kueue_cluster_queue_status{", '"vision"', 'status="active"'), alert_series.const(0))
+    _set(c, ("kueue_cluster_queue_status{", '"vision"', 'status="pending"'), alert_series.const(1))
+    exp = [{"cluster_queue": "vision", "namespace": "vision", "severity": "warning"}]
+    return [("10m", "KueueClusterQueueInactive", []), ("20m", "KueueClusterQueueInactive", exp)]
+
+
+def _mig_failed(prod, c):
+    _node_state(c, "prod-h100-infer-2", "failed", cordoned=True)
+    return [("10m", "MigConfigFailed", [{"node": "prod-h100-infer-2", "severity": "critical"}])]
+
+
+def _mig_stuck(prod, c):
+    """A100 node 2 cordoned in `pending` with its exporter and device plugin paused (MIG Manager at work), H100
+    node 3 rebooting: stuck once the rollout's 30m node deadline and migStuckFor (30m) have passed, and
+    meanwhile no GpuExporterMissing for the paused exporter nor overcommit for the capacity they hold back."""
+    timeout = max(p.rollout.node_timeout_seconds for p in prod.pools if p.sharing.mig)
+    assert timeout == 1800 and prod.monitoring.alerts.mig_stuck_for == "30m"
+    _node_state(c, "prod-a100-dev-2", "pending", cordoned=True)
+    _node_state(c, "prod-h100-infer-3", "rebooting", cordoned=True)
+    assert c.drop(lambda k: k.startswith(q.GR_ENGINE_ACTIVE) and '"prod-a100-dev-2"' in k) > 0
+    # both advertise nothing meanwhile (MIG Manager pauses the device plugin): a100-dev's 3g.20gb and
+    # h100-infer's 3g.40gb nominal quotas equal their pools' capacity, so this is below what Kueue holds
+    for node in ("prod-a100-dev-2", "prod-h100-infer-3"):
+        _set(c, (q.ALLOCATABLE + "{", f'node="{node}"'), alert_series.const(0))
+    exp = [{"node": n, "severity": "warning"} for n in ("prod-a100-dev-2", "prod-h100-infer-3")]
+    return [
+        ("56m", "MigConfigStuck", []),
+        ("64m", "MigConfigStuck", exp),
+        ("40m", "GpuExporterMissing", []),
+        ("40m", "GpuQuotaOvercommit", []),  # a re-layout under way is not drift
+        ("40m", "GpuQueueQuotaOvercommit", []),
+    ]
+
+
+def _xids(prod, c):
+    """A B200 reports XID 79 at minute 30 (hardware), another GPU XID 13 (a program's fault): each alerts as
+    what it is, and the hardware one resolves an hour later although the gauge keeps 79."""
+    b200 = next(p for p in prod.pools if p.name == "b200-train")
+    c.series[alert_series.xid_key("prod-b200-2", 5, b200.gpu_model)] = "0x14 79x85"  # 79 from minute 30
+    c.series[alert_series.xid_key("prod-b200-2", 6, b200.gpu_model)] = "0x14 13x85"
+    gpu = {"node": "prod-b200-2", "modelName": b200.gpu_model}
+    hw = {**gpu, "gpu": "5", "UUID": "GPU-prod-b200-2-5", "severity": "critical"}
+    app = {**gpu, "gpu": "6", "UUID": "GPU-prod-b200-2-6", "severity": "info"}
+    return [
+        ("20m", "GpuXidHardwareError", []),
+        ("40m", "GpuXidHardwareError", [hw]),
+        ("40m", "GpuXidApplicationError", [app]),
+        ("1h20m", "GpuXidHardwareError", [hw]),
+        ("2h", "GpuXidHardwareError", []),
+        ("1h", "GpuXidApplicationError", []),
+    ]
+
+
+def _exporter_gone(prod, c):
+    assert c.drop(lambda k: k.startswith("DCGM_") and '"prod-b200-1"' in k) > 0
+    exp = [{"node": "prod-b200-1", "pool": "b200-train", "severity": "warning"}]
+    return [("10m", "GpuExporterMissing", []), ("30m", "GpuExporterMissing", exp)]
+
+
+FAILURES = (
+    _lost_node,
+    _half_mig_layout,
+    _whole_grant,
+    _pending_pod,
+    _queued_work,
+    _inactive_queue,
+    _mig_failed,
+    _mig_stuck,
+    _xids,
+    _exporter_gone,
+)
+
+
+def test_each_failure_fires_its_alert(prometheus_bin, prod, tmp_path):
+    """The healthy prod cluster above, broken one way at a time: each failure fires the alert meant for it
+    (labels exact), not before its `for`, and the XID alerts resolve after their window. Together with
+    test_promtool_unit_tests (GpuAllocatedButIdle), every alert fires here."""
+    groups, fired = [], set()
+    for failure in FAILURES:
+        c = alert_series.healthy(prod)
+        checks = failure(prod, c)
+        fired |= {name for _, name, exp in checks if exp}
+        groups.append(_group(c, checks))
+    assert fired == ALERTS - {"GpuAllocatedButIdle"}
+    _run_alert_tests(prometheus_bin, prod, tmp_path, groups)

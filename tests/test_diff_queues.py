@@ -238,7 +238,10 @@ def test_queues_section_in_the_comment(tmp_path, capsys):
         "runs above it counts as borrowed, preemptible on reclaim |\n"
         "| ~ | flavor whole nvidia.com/gpu: nominal 4 → 3, lendable 2 → 3, borrowable 2 → 3 |\n"
         "| ~ | flavor mig nvidia.com/mig-1g.5gb: lendable 0 → 3, borrowable 0 → 3 |\n"
-        "| ~ | train: most admitted (its ResourceQuota) nvidia.com/gpu 2 → 3, nvidia.com/mig-1g.5gb 0 → 3 |\n\n"
+        "| ~ | train: most admitted (its ResourceQuota) nvidia.com/gpu 2 → 3, nvidia.com/mig-1g.5gb 0 → 3 |\n"
+        # issue 35: the PR comment states each tenant's ceiling outside Kueue (0: the queue policy)
+        "| ~ | ceiling outside Kueue: 0 GPUs for every tenant (2): the queue policy refuses GPU pods Kueue does "
+        "not hold |\n\n"
     )
     # risky rows first (kept longest when cut); after the headroom, before the rendered objects
     assert md.index("<summary>Headroom") < md.index("<summary>Queues") < md.index("<summary>Rendered objects")

@@ -19,6 +19,7 @@ from gpupool.monitoring import promql as q
 from gpupool.monitoring import rules
 from gpupool.monitoring.series import Window
 from gpupool.rules.engine import validate_file
+from tests.usage_fake import FakeSource
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = sorted(ROOT.glob("stacks/*/spec.yaml"))
@@ -70,7 +71,7 @@ def test_rules_and_usage_read_the_same_figure(path):
     assert {r["labels"]["namespace"] for r in static} == set(by_namespace)
     for r in static:
         assert r["expr"] == f"vector({float(by_namespace[r['labels']['namespace']]):.12g})"
-    report = usage.compute(spec, Window(0.0, 3600.0, 300.0), [], [], [])
+    report = usage.compute(spec, Window(0.0, 3600.0, 300.0), FakeSource())
     for t in report.tenants:
         if t.namespace in by_namespace:
             assert t.granted == float(by_namespace[t.namespace]), t.name

@@ -212,8 +212,9 @@ def test_json_documented_keys(plan):
         "migRollouts",
         "maxPerPod",
         "queues",
+        "queueCeilings",
     }
-    assert doc["queues"] == []  # no queueing block here (tests/test_queueing.py has one)
+    assert doc["queues"] == doc["queueCeilings"] == []  # no queueing block here (tests/test_queueing.py has one)
     assert doc["hoursPerMonth"] == 730 and doc["ok"] is True
     assert set(doc["totals"]) == {
         "gpus",

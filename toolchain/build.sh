@@ -57,6 +57,7 @@ component pulumi-resource-kubernetes "$PULUMI_K8S_PROVIDER_VERSION-${PULUMI_K8S_
 component gofakes3 "$GOFAKES3_VERSION" build_gofakes3
 component prometheus "$PROMETHEUS_VERSION" build_prometheus also=promtool
 component kueue-manager "$KUEUE_VERSION" build_kueue also=kueue-crds.yaml
+component jobset-manager "$JOBSET_VERSION" build_jobset after=kueue-manager also=jobset-crds.yaml
 
 case "${1:-}" in
   --print-bin-dir) echo "$BIN_DIR"; exit 0 ;;
@@ -255,6 +256,18 @@ build_kueue() { # out
     && go build -trimpath -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$v" -o "$1" sigs.k8s.io/kueue/cmd/kueue)
   src="$(moddir "sigs.k8s.io/kueue@$v")"
   for f in "$src"/config/components/crd/bases/*.yaml; do printf -- '---\n'; cat "$f"; done > "$(dirname "$1")/kueue-crds.yaml"
+}
+
+# JobSet's manager (the module's root package) for tests/e2e/test_kueue.py, and its CRD from the same module
+# zip (config/components/crd/bases). After kueue-manager: most of its packages (controller-runtime, k8s.io/*)
+# are already in the Go build cache then.
+build_jobset() { # out
+  local v="$JOBSET_VERSION" w="$SRC_DIR/jobset-$JOBSET_VERSION" src
+  new_wrapper "$w" gpupool.local/toolchain/jobset
+  (cd "$w" && go get "sigs.k8s.io/jobset@$v" \
+    && go build -trimpath -ldflags "-s -w" -o "$1" sigs.k8s.io/jobset)
+  src="$(moddir "sigs.k8s.io/jobset@$v")"
+  for f in "$src"/config/components/crd/bases/*.yaml; do printf -- '---\n'; cat "$f"; done > "$(dirname "$1")/jobset-crds.yaml"
 }
 
 # ---------------------------------------------------------------- the build

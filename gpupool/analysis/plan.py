@@ -278,6 +278,8 @@ class CapacityPlan:
     rollouts: tuple[RolloutLine, ...] = ()
     max_per_pod: tuple[MaxPerPodLine, ...] = ()
     queues: tuple[queue_model.FlavorLine, ...] = ()  # Kueue quotas per flavor (only with `queueing:`)
+    # Per tenant and resource: grant, nominal, the most through Kueue and the ceiling outside it (`queueing:`)
+    queue_ceilings: tuple[queue_model.Ceiling, ...] = ()
 
     @property
     def priced(self) -> bool:
@@ -456,6 +458,7 @@ def compute(spec: m.Spec) -> CapacityPlan:
         rollouts(spec),
         max_per_pod(spec),
         tuple(queue_model.flavor_lines(spec, spec.queueing)) if spec.queueing else (),
+        tuple(queue_model.ceilings(spec, spec.queueing)) if spec.queueing else (),
     )
 
 
@@ -684,5 +687,16 @@ def to_json(plan: CapacityPlan) -> dict:
                 "borrowable": x.borrowable,
             }
             for x in plan.queues
+        ],
+        "queueCeilings": [
+            {
+                "tenant": x.tenant,
+                "resource": x.resource,
+                "grant": x.grant,
+                "nominal": x.nominal,
+                "throughKueue": x.through_kueue,
+                "outsideKueue": x.outside_kueue,
+            }
+            for x in plan.queue_ceilings
         ],
     }

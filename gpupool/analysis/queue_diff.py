@@ -149,6 +149,8 @@ class QueueDiff:
     cohorts: list[CohortChange] = field(default_factory=list)
     flavors: list[FlavorChange] = field(default_factory=list)
     counts_after: tuple[int, int, int] = (0, 0, 0)  # HEAD: flavors, cohorts, ClusterQueues
+    # HEAD: tenant -> resource -> the most it can take outside Kueue (gpupool.model.queues.ceilings)
+    outside_after: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def turned_on(self) -> bool:
@@ -373,4 +375,6 @@ def compute(
         d.flavors = _flavor_changes(qm.flavor_lines(base, qb), qm.flavor_lines(head, qa))
     if head and qa:
         d.counts_after = (len(head.pools), len(qa.all_cohorts()), len(queues_a))
+        for c in qm.ceilings(head, qa):
+            d.outside_after.setdefault(c.tenant, {})[c.resource] = c.outside_kueue
     return d

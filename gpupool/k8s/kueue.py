@@ -12,26 +12,26 @@
   there, and the queue policy (below) refuses jobs that would bypass Kueue;
 - a WorkloadPriorityClass per tier, with the tier's priority: the order Kueue admits and preempts in.
 
-The queue policy is one ValidatingAdmissionPolicy for all tenant namespaces: a Job must name a LocalQueue
-(`kueue.x-k8s.io/queue-name`, which Kueue's webhook sets to `default` before validation runs), and may name
-only its own tier's WorkloadPriorityClass or a lower one (as the priority-guard quota does for pod
-PriorityClasses). A tenant cannot reach another tenant's ClusterQueue: its selector names the namespace.
+The queue policy (gpupool.k8s.kueue_policy) is one ValidatingAdmissionPolicy for all tenant namespaces: GPUs
+only through Kueue (gated pods, Jobs naming a LocalQueue, child Jobs of a Kueue-managed parent made by its
+controller), suspend left to Kueue, and priorities bounded by the tenant's tier. A tenant cannot reach another
+tenant's ClusterQueue: its selector names the namespace.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from gpupool.k8s import kueue_policy
 from gpupool.model import platform as m
 from gpupool.model import queues as q
 from gpupool.model.queueing import Queueing
 
 API = "kueue.x-k8s.io/v1beta2"
-QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+QUEUE_NAME_LABEL = kueue_policy.QUEUE_NAME_LABEL
+PRIORITY_CLASS_LABEL = kueue_policy.PRIORITY_CLASS_LABEL
 COMPONENT = "queueing"
-POLICY = "gpupool-queue-policy"
+POLICY = kueue_policy.POLICY
 
 
 def _meta(name: str, labels: dict[str, str], namespace: str | None = None) -> dict[str, Any]:
@@ -102,10 +102,57 @@ def cluster_queue(queue: q.TenantQueue, queueing: Queueing, labels: dict[str, st
         "borrowWithinCohort": {"policy": policy.borrow_within_cohort},
         "withinClusterQueue": policy.within_queue,
     }
+    # A tenant's own nominal quota on a later flavor before borrowing on an earlier one: Kueue's default
+    # (whenCanBorrow: MayStopSearch) stops at the first flavor where the workload fits by borrowing
+    # (pkg/scheduler/flavorassigner/flavorassigner.go:1259-1276, shouldTryNextFlavor), so a tenant would borrow
+    # H100s, and be reclaimed, while its own B200 quota sat idle. TryNextFlavor for both looks at every flavor
+    # and stops early only where the workload fits without borrowing or preempting (clusterqueue_types.go:453-494).
+    spec["flavorFungibility"] = {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"}
     spec["fairSharing"] = {"weight": _number(policy.weight)}
     if queue.stopped:
         spec["stopPolicy"] = "Hold"
     return {"apiVersion": API, "kind": "ClusterQueue", "metadata": _meta(queue.tenant, labels), "spec": spec}
+
+
+# The integrations Kueue must run for the queue policy (gpupool.k8s.kueue_policy) to leave tenants a way to
+# their GPUs: Jobs, plain pods (Kueue gates them), Deployments and StatefulSets (their pods are gated),
+# LeaderWorkerSets and JobSets (a JobSet's child Jobs are let through as its controller's). Names as in
+# kueue v0.19.2 apis/config/v1beta2/configuration_types.go (Integrations.Frameworks).
+FRAMEWORKS = (
+    "batch/job",
+    "pod",
+    "deployment",
+    "statefulset",
+    "leaderworkerset.x-k8s.io/leaderworkerset",
+    "jobset.x-k8s.io/jobset",
+)
+PODS_READY_TIMEOUT = "10m"
+
+
+def configuration(tenant_label: str) -> dict[str, Any]:
+    """The Kueue Configuration (config.kueue.x-k8s.io/v1beta2) gpupool's queues are made for; docs/queueing.md
+    shows it, and tests/e2e/test_kueue.py runs Kueue with it (plus only the test's ports and certificates).
+
+    - manageJobsWithoutQueueName with managedJobsNamespaceSelector on the tenant label: every workload in a
+      tenant namespace is Kueue's, labelled or not, and nothing outside them is touched;
+    - quotaCheckStrategy IgnoreUndeclared: only the resources a ClusterQueue covers (gpupool's GPU resources)
+      are checked; BlockUndeclared would make a job asking ephemeral-storage, hugepages-*, rdma/* or EFA
+      inadmissible (configuration_types.go:574-592; excludeResourcePrefixes may not be combined with it);
+    - waitForPodsReady: a workload whose pods do not all run within the timeout (refused by a quota or a
+      policy, unschedulable) is evicted and requeued, so it gives its quota back; after backoffLimitCount
+      requeues it is deactivated (configuration_types.go:302-328, RequeuingStrategy)."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "manageJobsWithoutQueueName": True,
+        "managedJobsNamespaceSelector": {"matchExpressions": [{"key": tenant_label, "operator": "Exists"}]},
+        "integrations": {"frameworks": list(FRAMEWORKS)},
+        "resources": {"quotaCheckStrategy": "IgnoreUndeclared"},
+        "waitForPodsReady": {
+            "timeout": PODS_READY_TIMEOUT,
+            "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 5},
+        },
+    }
 
 
 def local_queue(tenant: m.Tenant, labels: dict[str, str]) -> dict[str, Any]:
@@ -138,57 +185,5 @@ def allowed_priority_classes(spec: m.Spec) -> dict[str, list[str]]:
 
 
 def queue_policy(spec: m.Spec, labels: dict[str, str], tenant_label: str, tier_label: str) -> list[dict]:
-    """The ValidatingAdmissionPolicy and its binding (see the module docstring)."""
-    allowed = json.dumps(allowed_priority_classes(spec), sort_keys=True)
-    labels_of = "(has(object.metadata.labels) ? object.metadata.labels : {})"
-    tier_of = f"namespaceObject.metadata.labels['{tier_label}']"
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": _meta(POLICY, labels),
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": ["batch"],
-                        "apiVersions": ["v1"],
-                        "resources": ["jobs"],
-                        "operations": ["CREATE", "UPDATE"],
-                    }
-                ]
-            },
-            # A Job being deleted must still lose its finalizers.
-            "matchConditions": [{"name": "not-deleting", "expression": "!has(object.metadata.deletionTimestamp)"}],
-            "variables": [{"name": "labels", "expression": labels_of}],
-            "validations": [
-                {
-                    "expression": f"'{QUEUE_NAME_LABEL}' in variables.labels && "
-                    f"variables.labels['{QUEUE_NAME_LABEL}'] != ''",
-                    "message": f"jobs in tenant namespaces go through Kueue: set the label {QUEUE_NAME_LABEL} "
-                    f"(the tenant's LocalQueue is '{q.LOCAL_QUEUE}')",
-                    "reason": "Forbidden",
-                },
-                {
-                    "expression": f"!('{PRIORITY_CLASS_LABEL}' in variables.labels) || "
-                    f"({tier_of} in {allowed} && "
-                    f"variables.labels['{PRIORITY_CLASS_LABEL}'] in {allowed}[{tier_of}])",
-                    "message": f"{PRIORITY_CLASS_LABEL} may name only the tenant's own tier or a lower one",
-                    "reason": "Forbidden",
-                },
-            ],
-        },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": _meta(POLICY, labels),
-        "spec": {
-            "policyName": POLICY,
-            "validationActions": ["Deny"],
-            "matchResources": {
-                "namespaceSelector": {"matchExpressions": [{"key": tenant_label, "operator": "Exists"}]}
-            },
-        },
-    }
-    return [policy, binding]
+    """The ValidatingAdmissionPolicy and its binding that keep GPUs behind Kueue (gpupool.k8s.kueue_policy)."""
+    return kueue_policy.policy_objects(spec, allowed_priority_classes(spec), labels, tenant_label, tier_label)

@@ -226,3 +226,42 @@ def flavor_lines(spec: m.Spec, queueing: Queueing) -> list[FlavorLine]:
                 FlavorLine(flavor_name(pool), r, capacity, nominal, cohort_quota, lendable, lendable + cohort_quota)
             )
     return out
+
+
+def gated_resources(spec: m.Spec) -> list[str]:
+    """The resource names a pod in a tenant namespace may ask for only through Kueue (the queue policy,
+    gpupool.k8s.kueue_policy, also covers every other `nvidia.com/` name): every resource the cluster
+    advertises and `nvidia.com/gpu`, i.e. every resource the tenants' GPU ResourceQuotas list."""
+    return sorted(set(spec.advertised_resources()) | {m.GPU})
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """What one tenant can hold of one resource, and by which path (`gpupool plan`'s per-tenant Kueue table)."""
+
+    tenant: str
+    resource: str
+    grant: int
+    nominal: int  # its own nominal quota, summed over the flavors
+    through_kueue: int  # the most Kueue can admit for it (its ResourceQuota's size)
+    outside_kueue: int  # the most it can take without Kueue admitting it
+
+
+def ceilings(spec: m.Spec, queueing: Queueing) -> list[Ceiling]:
+    """Per tenant and resource it is granted or may be admitted. Outside Kueue: 0 for a resource the queue
+    policy gates (a GPU pod is refused unless Kueue holds it or the job controller makes it for a Job that
+    is itself Kueue's), else what the ResourceQuota leaves, at most the grant."""
+    gated = set(gated_resources(spec))
+    most = max_admitted(spec, queueing)
+    tenants = {t.name: t for t in spec.tenants}
+    out = []
+    for name, queue in tenant_queues(spec, queueing).items():
+        grants = {} if tenants[name].offboarded else tenants[name].gpus
+        nominal: dict[str, int] = {}
+        for x in queue.quotas:
+            nominal[x.resource] = nominal.get(x.resource, 0) + x.nominal
+        for r in sorted(set(grants) | {r for r, n in most.get(name, {}).items() if n}):
+            through = most.get(name, {}).get(r, 0)
+            outside = 0 if r in gated else min(through, grants.get(r, 0))
+            out.append(Ceiling(name, r, grants.get(r, 0), nominal.get(r, 0), through, outside))
+    return out

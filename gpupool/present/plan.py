@@ -242,6 +242,19 @@ def sections(plan) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...
                 (2, 3, 4, 5, 6),
             )
         )
+    if plan.queue_ceilings:
+        granted = [x for x in plan.queue_ceilings if x.grant or x.outside_kueue]
+        out.append(
+            (
+                "Kueue per tenant, granted resources (THROUGH KUEUE = its ResourceQuota; OUTSIDE: without Kueue)",
+                ["TENANT", "RESOURCE", "GRANT", "NOMINAL", "THROUGH KUEUE", "OUTSIDE KUEUE"],
+                [
+                    [x.tenant, x.resource, str(x.grant), str(x.nominal), str(x.through_kueue), str(x.outside_kueue)]
+                    for x in granted
+                ],
+                (2, 3, 4, 5),
+            )
+        )
     return out
 
 

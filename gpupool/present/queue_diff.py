@@ -90,9 +90,9 @@ def queue_rows(d: QueueDiff) -> list[QueueRow]:
             QueueRow(
                 "⚠",
                 f"queueing turned on (Kueue): {flavors:,} ResourceFlavors, {cohorts:,} Cohorts, {queues:,} "
-                "ClusterQueues with a LocalQueue each; every tenant's Jobs must now go through Kueue (the queue "
-                "policy refuses Jobs without kueue.x-k8s.io/queue-name), and GPU ResourceQuotas are sized to "
-                "the most Kueue can admit",
+                "ClusterQueues with a LocalQueue each; every tenant's GPU workloads must now go through Kueue (the "
+                "queue policy refuses GPU pods Kueue does not hold, and Kueue must run the documented "
+                "configuration, docs/queueing.md), and GPU ResourceQuotas are sized to the most Kueue can admit",
                 True,
             )
         )
@@ -149,7 +149,24 @@ def queue_rows(d: QueueDiff) -> list[QueueRow]:
     for (marker, text), names in groups.items():
         row = f"{names[0]}: {text}" if len(names) == 1 else f"{text}: {len(names):,} tenants ({_names(names)})"
         out.append(QueueRow(marker, row, marker == "⚠"))
+    if out and d.enabled_after:
+        out.append(_outside_row(d))
     return out
+
+
+def _outside_row(d: QueueDiff) -> QueueRow:
+    """Each tenant's ceiling outside Kueue at HEAD (issue 35): one row; tenants with one above 0 named."""
+    open_ = {t: {r: n for r, n in rs.items() if n} for t, rs in sorted(d.outside_after.items())}
+    open_ = {t: rs for t, rs in open_.items() if rs}
+    if not open_:
+        return QueueRow(
+            "~",
+            f"ceiling outside Kueue: 0 GPUs for every tenant ({len(d.outside_after):,}): the queue policy refuses "
+            "GPU pods Kueue does not hold",
+            False,
+        )
+    listed = "; ".join(f"{t} " + ", ".join(f"{r} {n:,}" for r, n in sorted(rs.items())) for t, rs in open_.items())
+    return QueueRow("⚠", f"ceiling outside Kueue above 0: {listed}", True)
 
 
 def reduced_text(q: TenantQueueChange) -> str:

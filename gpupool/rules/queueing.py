@@ -18,6 +18,10 @@ from gpupool.spec.diagnostics import did_you_mean, one_of
 
 MAX_GROUPS = 16  # ClusterQueueSpec.ResourceGroups MaxItems (clusterqueue_types.go:74)
 MAX_PER_GROUP = 64  # coveredResources and flavors MaxItems (clusterqueue_types.go:262, :279)
+# Totals Kueue's ClusterQueue webhook enforces on top (pkg/webhooks/clusterqueue_webhook.go:187-229).
+MAX_FLAVORS_TOTAL = 256  # flavors across all resource groups
+MAX_RESOURCES_TOTAL = 256  # covered resources across all resource groups
+MAX_COMBINATIONS = 512  # flavor-resource combinations in one resource group
 
 
 def _queueing(ctx: Context) -> Queueing | None:
@@ -285,8 +289,10 @@ def resource_group_limits(ctx: Context) -> None:
     """gpupool puts each resource and each flavor in exactly one resource group (pools that share
     resource names form one group, as Kueue requires, pkg/webhooks/clusterqueue_webhook.go:302-329). Kueue
     allows at most 16 groups, and 64 covered resources and 64 flavors per group
-    (apis/kueue/v1beta2/clusterqueue_types.go:74, :262, :279): more pools with distinct resources than
-    that cannot be queued by one ClusterQueue.
+    (apis/kueue/v1beta2/clusterqueue_types.go:74, :262, :279), and its webhook at most 256 flavors and 256
+    covered resources over all groups and 512 flavor-resource combinations in one group
+    (pkg/webhooks/clusterqueue_webhook.go:187-229): more pools with distinct resources than that cannot be
+    queued by one ClusterQueue.
 
     Passes:
         queueing: {}
@@ -317,22 +323,39 @@ def resource_group_limits(ctx: Context) -> None:
     if qs is None or ctx.built is None:
         return
     for name, queue in q.tenant_queues(ctx.built.model, qs).items():
-        groups = q.resource_groups(queue.quotas)
-        wide = next((g for g in groups if len(g[0]) > MAX_PER_GROUP or len(g[1]) > MAX_PER_GROUP), None)
-        if len(groups) <= MAX_GROUPS and wide is None:
+        what = _over_limits(q.resource_groups(queue.quotas))
+        if what is None:
             continue
-        what = (
-            f"{len(groups)} resource groups (Kueue allows {MAX_GROUPS})"
-            if wide is None
-            else f"a resource group of {len(wide[0])} resources and {len(wide[1])} flavors (Kueue allows "
-            f"{MAX_PER_GROUP} of each)"
-        )
         ctx.error(
             ctx.built.tenant_paths.get(name, ("queueing",)),
             f"tenant {name}'s ClusterQueue would have {what}: the pools advertise too many distinct resources "
             "for one queue; merge pools of the same GPU model, or give fewer pools distinct MIG layouts",
         )
         return
+
+
+def _over_limits(groups: list[tuple[list[str], list[str]]]) -> str | None:
+    """What of Kueue's ClusterQueue limits the resource groups exceed (the CRD's and its webhook's), or None."""
+    wide = next((g for g in groups if len(g[0]) > MAX_PER_GROUP or len(g[1]) > MAX_PER_GROUP), None)
+    flavors, resources = sum(len(g[1]) for g in groups), sum(len(g[0]) for g in groups)
+    combos = next((g for g in groups if len(g[0]) * len(g[1]) > MAX_COMBINATIONS), None)
+    if len(groups) > MAX_GROUPS:
+        return f"{len(groups)} resource groups (Kueue allows {MAX_GROUPS})"
+    if wide is not None:
+        return (
+            f"a resource group of {len(wide[0])} resources and {len(wide[1])} flavors (Kueue allows "
+            f"{MAX_PER_GROUP} of each)"
+        )
+    if flavors > MAX_FLAVORS_TOTAL:
+        return f"{flavors} flavors over its resource groups (Kueue's webhook allows {MAX_FLAVORS_TOTAL})"
+    if resources > MAX_RESOURCES_TOTAL:
+        return f"{resources} covered resources over its resource groups (Kueue's webhook allows {MAX_RESOURCES_TOTAL})"
+    if combos is not None:
+        return (
+            f"a resource group of {len(combos[1])} flavors × {len(combos[0])} resources (Kueue's webhook allows "
+            f"{MAX_COMBINATIONS} flavor-resource combinations per group)"
+        )
+    return None
 
 
 @rule("GP529", "a queue limit names a resource no pool advertises")
@@ -363,6 +386,38 @@ def limit_unknown_resource(ctx: Context) -> None:
                             f"no pool advertises this resource{did_you_mean(resource, advertised)}",
                             key=True,
                         )
+
+
+@rule("GP530", "a tier's borrowWithinCohort does nothing under the fair sharing the spec's weights are for")
+def borrow_within_cohort_under_fair_sharing(ctx: Context) -> None:
+    """`borrowWithinCohort` lets a borrowing workload preempt in the cohort, but only with Kueue's classical
+    preemption: under fair sharing Kueue ignores it (apis/kueue/v1beta2/clusterqueue_types.go:538-541). The
+    fairSharing weights only matter with fair sharing on, so a spec that sets weights and a borrowWithinCohort
+    policy relies on two modes Kueue never runs together (a warning: which mode runs is Kueue's
+    Configuration, not the spec).
+
+    Passes:
+        queueing:
+          tiers:
+            standard: {borrowWithinCohort: LowerPriority}
+    Fails:
+        queueing:
+          tiers:
+            standard: {borrowWithinCohort: LowerPriority, weight: 2}
+    """
+    qs = _queueing(ctx)
+    if qs is None:
+        return
+    weighted = any(p.weight != 1 for p in qs.tiers.values()) or any(c.weight is not None for c in qs.cohorts)
+    if not weighted:
+        return
+    for path, _, policy in _policies(ctx, qs):
+        if policy.borrow_within_cohort != "Never":
+            ctx.warn(
+                path + ("borrowWithinCohort",),
+                "has no effect under Kueue's fair sharing, which the fairSharing weights in this spec are for; "
+                "keep the weights (fair sharing) or this policy (classical preemption), not both",
+            )
 
 
 @rule("GP620", "nominal quotas are more than a pool can place")

@@ -1,65 +1,52 @@
-"""The `queueing:` block's objects under the real Kueue controller (sigs.k8s.io/kueue v0.19.2, built by
-toolchain/build.sh as `kueue-manager`, its CRDs from the same module), on a private local control plane with
-kube-controller-manager's job controller, so admitted Jobs create pods that meet the ResourceQuota.
+"""The `queueing:` block's objects under the real Kueue controller (sigs.k8s.io/kueue v0.19.2) serving its
+admission webhooks, with JobSet's controller (sigs.k8s.io/jobset v0.12.0), both built by toolchain/build.sh,
+on a private local control plane with kube-controller-manager's job, ReplicaSet, Deployment and StatefulSet
+controllers, so admitted workloads create pods that meet the ResourceQuota and gpupool's queue policy.
 
-What it proves, with Jobs submitted to the tenants' LocalQueue `default`:
-admission within nominal quota, pending beyond it, borrowing from an idle tenant of the same cohort,
-preemption when the lender reclaims, a lower tier preempted for a higher one in the same queue, MIG resources
-admitted against the MIG pool's flavor (and the pool's node selector injected), no admitted job's pods refused
-by the tenant's ResourceQuota (sized by gpupool.model.queues.max_admitted), and the queue policy refusing a
-Job that names no queue or a higher tier's priority.
+Kueue runs with gpupool's documented Configuration (gpupool.k8s.kueue.configuration) plus only the test's ports
+and certificates; the API server calls its webhooks (Job, pod, Deployment, StatefulSet, JobSet, ClusterQueue,
+Cohort, ResourceFlavor, Workload) at https://127.0.0.1:PORT (tests/e2e/kueue_harness.py). Every workload is
+submitted by the tenant's own identity (impersonating a member of its owner group).
 
-Kueue's webhooks are deliberately off: the API server calls none (no webhook configurations), since it cannot
-reach a webhook server outside the cluster network by Service name. Kueue's manager still runs its webhook
-server, with the certificates its internal cert management makes (that also injects the CA into the CRDs'
-conversion webhook, which the API server never calls: v1beta2 is the only stored version). What that skips,
-and how the test stands in for it:
-- the Job defaulting webhook (pkg/controller/jobs/job/job_webhook.go) would suspend new Jobs and give an
-  unlabelled one the LocalQueue `default` (LocalQueueDefaulting): the Jobs here are created suspended and
-  labelled, as the webhook would leave them;
-- the ClusterQueue/Cohort validating webhooks (pkg/webhooks/clusterqueue_webhook.go, cohort_webhook.go): the
-  CRDs' own schema and CEL still run on apply; the webhook's checks are the GP52x rules (tests/test_queueing.py);
-- Workload webhooks: Kueue creates the Workloads itself, from Jobs it reads.
-Classic preemption (no fairSharing in the Configuration). No scheduler or kubelet: pods stay Pending, which is
-all Kueue needs (it admits by unsuspending Jobs).
+What it proves: admission within nominal quota, pending beyond it, borrowing from an idle tenant of the same
+cohort, preemption when the lender reclaims, a lower tier preempted for a higher one in the same queue, MIG
+resources admitted against the MIG pool's flavor, no admitted job's pods refused by the ResourceQuota (sized by
+gpupool.model.queues.max_admitted), Kueue's ClusterQueue webhook accepting gpupool's queues, and the table of
+attempts (test_attempts_by_the_tenant): what a tenant can and cannot do to reach GPUs around Kueue, and a
+JobSet's child Jobs admitted. No scheduler or kubelet: pods stay Pending (or gated), which is all Kueue needs
+(it admits by unsuspending Jobs and removing pods' scheduling gates); waitForPodsReady's 10 minutes outlast
+the module.
 """
 
 from __future__ import annotations
 
-import base64
 import json
-import os
-import subprocess
 import time
 from datetime import datetime
-from pathlib import Path
 
 import pytest
-import yaml
 
 from gpupool.k8s import kueue, manifests
 from gpupool.model import queues
 from gpupool.rules.engine import load_valid_spec
-from tests.e2e.cluster import ControlPlane, ControlPlaneError, _find_kubectl, free_port
+from tests.e2e import kueue_harness
+from tests.e2e.cluster import ControlPlane, ControlPlaneError, _find_kubectl
 from tests.e2e.conftest import _checked_bin_dir, _unavailable
 
 pytestmark = pytest.mark.e2e
 
 WAIT = 300  # seconds, generous for a loaded runner; every wait ends as soon as its condition holds
-MANAGER = "kueue-manager"
-CRDS = "kueue-crds.yaml"
-# The CRDs the release installs with a conversion webhook (config/components/crd/kustomization.yaml, patches
-# webhook_in_*.yaml; kustomize's namePrefix "kueue-" and namespace "kueue-system", config/default). Kueue's
-# cert rotator refuses to report ready until it injected its CA into each (pkg/util/cert/cert.go:130-175).
-CONVERTED = ("localqueues", "clusterqueues", "cohorts", "workloads", "multikueueclusters")
-SYSTEM_NS = "kueue-system"
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kueue-manager", "jobset-manager")
+CONTROLLERS = ("job-controller", "replicaset-controller", "deployment-controller", "statefulset-controller")
+TENANT = {"serve": ("serve-alice", ["serve-team"]), "train": ("train-bob", ["train-team"])}
 
 SPEC = """\
 apiVersion: gpupool.dev/v1alpha1
 kind: GpuPlatform
 cluster: {name: e2e}
 nodePools:
-  - {name: whole, gpu: L4, gpusPerNode: 4, nodes: [n-whole]}
+  - {name: whole, gpu: L4, gpusPerNode: 2, nodes: [n-whole]}
+  - {name: whole2, gpu: L4, gpusPerNode: 2, nodes: [n-whole2]}
   - {name: mig, gpu: A100-40GB, gpusPerNode: 1, nodes: [n-mig], sharing: {mig: {preset: all-1g.5gb}}}
 tiers:
   - {name: inference, priority: 1000}
@@ -74,151 +61,26 @@ queueing:
 """
 
 
-def _config(workdir: Path) -> tuple[Path, int]:
-    health = free_port()
-    config = {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
-        "namespace": SYSTEM_NS,
-        "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
-        "metrics": {"bindAddress": "0"},
-        "webhook": {"port": free_port(), "host": "127.0.0.1", "certDir": str(workdir / "kueue-certs")},
-        "leaderElection": {"leaderElect": False},
-        "internalCertManagement": {
-            "enable": True,
-            "webhookServiceName": "kueue-webhook-service",
-            "webhookSecretName": "kueue-webhook-server-cert",
-        },
-        "integrations": {"frameworks": ["batch/job"]},
-        # gpupool's ClusterQueues cover GPUs only (docs/queueing.md, "Kueue's configuration").
-        "resources": {"excludeResourcePrefixes": ["cpu", "memory"]},
-    }
-    path = workdir / "kueue-config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path, health
-
-
-def _crds(bin_dir: Path) -> list[dict]:
-    out = []
-    for doc in yaml.safe_load_all((bin_dir / CRDS).read_text()):
-        if not doc:
-            continue
-        if doc["metadata"]["name"].split(".")[0] in CONVERTED:
-            doc["spec"]["conversion"] = {
-                "strategy": "Webhook",
-                "webhook": {
-                    "clientConfig": {
-                        "service": {"namespace": SYSTEM_NS, "name": "kueue-webhook-service", "path": "/convert"}
-                    },
-                    "conversionReviewVersions": ["v1"],
-                },
-            }
-        out.append(doc)
-    return out
-
-
-SECRET = "kueue-webhook-server-cert"
-
-
-def _mount_secret(cp: ControlPlane, manager: Kueue) -> None:
-    """Do what the kubelet's secret volume does in the release's Deployment: put the Secret's keys, as the
-    rotator wrote them, as files into the webhook server's cert dir. The rotator only waits for them to
-    appear (ensureCertsMounted, cert-controller v0.16.0 pkg/rotator/rotator.go:877-898)."""
-
-    def filled():
-        manager.ready()  # raises if the manager died
-        data = cp.get_json("secret", SECRET, "-n", SYSTEM_NS).get("data") or {}
-        return data if "tls.crt" in data and "tls.key" in data else None
-
-    data = cp.wait_for(filled, timeout=WAIT, what="the webhook certificate Secret filled by Kueue's rotator")
-    manager.cert_dir.mkdir(parents=True, exist_ok=True)
-    for key, value in data.items():
-        path = manager.cert_dir / key
-        path.write_bytes(base64.b64decode(value))
-        path.chmod(0o600)
-
-
-class Kueue:
-    """The manager process against one control plane."""
-
-    def __init__(self, cp: ControlPlane, bin_dir: Path):
-        self.cp = cp
-        config, self.health = _config(cp.workdir)
-        self.cert_dir = cp.workdir / "kueue-certs"
-        self.log = open(cp.log_dir / "kueue-manager.log", "w")  # noqa: SIM115 (closed in stop)
-        env = {**os.environ, "KUBECONFIG": str(cp.kubeconfig)}
-        self.proc = subprocess.Popen(
-            [
-                str(bin_dir / MANAGER),
-                f"--config={config}",
-                "--feature-gates=VisibilityOnDemand=false",
-                "--zap-log-level=2",
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-
-    def ready(self) -> bool:
-        if self.proc.poll() is not None:
-            raise ControlPlaneError(f"kueue-manager exited {self.proc.returncode}: {self.tail()}")
-        import urllib.request
-
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health}/readyz", timeout=2) as r:
-                return r.status == 200
-        except OSError:
-            return False
-
-    def tail(self, lines: int = 40) -> str:
-        self.log.flush()
-        return "\n".join((self.cp.log_dir / "kueue-manager.log").read_text().splitlines()[-lines:])
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-
-
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    bin_dir = _checked_bin_dir(("etcd", "kube-apiserver", "kube-controller-manager", MANAGER))
-    if not (bin_dir / CRDS).is_file():
-        _unavailable(f"missing {CRDS} next to {MANAGER} (toolchain/build.sh {MANAGER})")
-    cp = ControlPlane(bin_dir, kubectl=_find_kubectl(), extra_controllers=("job-controller",))
+    bin_dir = _checked_bin_dir(BINARIES[:-1])
+    for f in ("kueue-crds.yaml", "jobset-crds.yaml", "jobset-manager"):
+        if not (bin_dir / f).is_file():
+            _unavailable(f"missing {f} in {bin_dir} (toolchain/build.sh kueue-manager jobset-manager)")
+    cp = ControlPlane(bin_dir, kubectl=_find_kubectl(), extra_controllers=CONTROLLERS)
     try:
         cp.start()
     except ControlPlaneError as e:
         pytest.fail(f"local control plane failed to start: {e}", pytrace=False)
-    manager = None
+    managers = []
     try:
-        cp.kubectl(
-            "apply",
-            "--server-side",
-            "-f",
-            "-",
-            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": _crds(bin_dir)}),
-        )
-        cp.kubectl("wait", "--for=condition=Established", "crd", "--all", f"--timeout={WAIT}s", timeout=WAIT)
-        cp.kubectl("create", "namespace", SYSTEM_NS)
-        # The release's empty Secret, which Kueue's cert rotator fills (config/components/internalcert/secret.yaml;
-        # cert-controller v0.16.0 pkg/rotator/rotator.go:489-492 updates it, never creates it).
-        cp.kubectl("create", "secret", "generic", SECRET, "-n", SYSTEM_NS)
-        manager = Kueue(cp, bin_dir)
-        try:
-            _mount_secret(cp, manager)
-            cp.wait_for(manager.ready, timeout=WAIT, interval=0.5, what="kueue-manager ready")
-        except ControlPlaneError as e:
-            raise ControlPlaneError(f"{e}\n{manager.tail()}") from None
+        managers = kueue_harness.start(cp, bin_dir, WAIT)
         spec_path = tmp_path_factory.mktemp("kueue") / "spec.yaml"
         spec_path.write_text(SPEC)
         spec = load_valid_spec(spec_path)
         plan = manifests.build(spec)
-        # Everything gpupool renders except node patches (the nodes do not exist) and the operator chart.
+        # Everything gpupool renders except node patches (the nodes do not exist) and the operator chart;
+        # the ClusterQueues, Cohorts and ResourceFlavors pass Kueue's validating webhooks.
         items = [o.manifest for o in plan.objects if not o.patch]
         cp.kubectl(
             "apply", "--server-side", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
@@ -229,10 +91,10 @@ def env(tmp_path_factory):
                 timeout=WAIT,
                 what=f"ClusterQueue and LocalQueue of {tenant} active",
             )
-        yield cp, spec, manager
+        yield cp, spec, managers
     finally:
-        if manager is not None:
-            manager.stop()
+        for m in managers:
+            m.stop()
         cp.stop()
 
 
@@ -245,27 +107,38 @@ def _active(cp: ControlPlane, kind: str, name: str, namespace: str | None = None
     return any(c["type"] == "Active" and c["status"] == "True" for c in conditions)
 
 
-def _job(name: str, gpus: dict[str, int], priority: str | None = None, queue: str | None = queues.LOCAL_QUEUE) -> dict:
+def _pod_spec(gpus: dict[str, int], priority_class: str | None = None) -> dict:
+    spec: dict = {
+        "restartPolicy": "Never",
+        "containers": [
+            {"name": "main", "image": "busybox", "resources": {"limits": {r: str(n) for r, n in gpus.items()}}}
+        ],
+    }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return spec
+
+
+def _job(
+    name: str,
+    gpus: dict[str, int],
+    priority: str | None = None,
+    queue: str | None = queues.LOCAL_QUEUE,
+    priority_class: str | None = None,
+) -> dict:
     labels = {}
     if queue:
         labels[kueue.QUEUE_NAME_LABEL] = queue
     if priority:
         labels[kueue.PRIORITY_CLASS_LABEL] = priority
-    limits = {r: str(n) for r, n in gpus.items()}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": name, "labels": labels},
         "spec": {
-            "suspend": True,  # what Kueue's Job webhook sets (webhooks are off, see the module docstring)
             "parallelism": 1,
             "completions": 1,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "main", "image": "busybox", "resources": {"limits": limits}}],
-                }
-            },
+            "template": {"spec": _pod_spec(gpus, priority_class)},
         },
     }
 
@@ -318,12 +191,18 @@ def _borrowed(cp, cq: str, flavor: str, resource: str) -> int:
     return 0
 
 
-def _submit(cp, ns, job):
-    cp.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(job))
+def _as_tenant(cp: ControlPlane, ns: str, *args: str, input: str | None = None, check: bool = True):
+    user, groups = TENANT[ns]
+    return cp.kubectl(*args, as_user=user, as_groups=groups, input=input, check=check)
 
 
-def _delete(cp, ns, *jobs):
-    cp.kubectl("delete", "job", "-n", ns, "--cascade=foreground", "--wait=true", *jobs, timeout=WAIT)
+def _submit(cp, ns, obj, check: bool = True):
+    """Create OBJ in NS as the tenant (a member of its owner group), through every admission step."""
+    return _as_tenant(cp, ns, "create", "-n", ns, "-f", "-", input=json.dumps(obj), check=check)
+
+
+def _delete(cp, ns, *jobs, kind: str = "job"):
+    cp.kubectl("delete", kind, "-n", ns, "--cascade=foreground", "--wait=true", *jobs, timeout=WAIT)
 
 
 def test_quota_sized_for_what_kueue_can_admit(env):
@@ -341,8 +220,16 @@ def test_admission_borrowing_pending_and_reclaim(env):
     # within nominal (2 of train's 2)
     _submit(cp, "train", _job("within", {gpu: 2}))
     wl = cp.wait_for(lambda: _admitted(cp, "train", "within"), timeout=WAIT, what="within admitted")
-    assert wl["status"]["admission"]["podSetAssignments"][0]["flavors"][gpu] == "whole"
+    # Two flavors of nvidia.com/gpu: serve's 2 are nominal on `whole` (listed first, idle), train's on `whole2`.
+    # flavorFungibility TryNextFlavor: train's own quota on the second flavor, not borrowing on the first
+    # (Kueue's default MayStopSearch would stop at `whole`, where borrowing fits).
+    assert wl["status"]["admission"]["podSetAssignments"][0]["flavors"][gpu] == "whole2"
+    assert _borrowed(cp, "train", "whole", gpu) == 0
     cp.wait_for(lambda: _unsuspended_with_pod(cp, "train", "within"), timeout=WAIT, what="within's pod")
+    _record(
+        "Job, 2 GPUs, within train's grant (its nominal quota is on the second flavor, serve's idle on the first)",
+        "Kueue admitted it on flavor whole2, its own quota, not borrowing on whole; its pod created",
+    )
     # Of equal-priority candidates Kueue preempts the most recently admitted first (its Preemption docs), by
     # the QuotaReserved time, which has whole seconds: `borrow` must be admitted in a later second than
     # `within`, or the two tie and Kueue may take `within` (seen once in a full e2e run). A wait on the clock
@@ -355,10 +242,12 @@ def test_admission_borrowing_pending_and_reclaim(env):
     cp.wait_for(lambda: _admitted(cp, "train", "borrow"), timeout=WAIT, what="borrow admitted")
     cp.wait_for(lambda: _borrowed(cp, "train", "whole", gpu) == 2, timeout=WAIT, what="train borrowing 2")
     cp.wait_for(lambda: _unsuspended_with_pod(cp, "train", "borrow"), timeout=WAIT, what="borrow's pod")
+    _record("Job, 2 more GPUs (borrowing)", "Kueue admitted it borrowing serve's idle 2 (borrowed: 2); its pod created")
     # the cohort is full: pending
     _submit(cp, "train", _job("beyond", {gpu: 1}))
     cp.wait_for(lambda: _pending(cp, "train", "beyond"), timeout=WAIT, what="beyond pending")
     assert cp.get_json("job", "beyond", "-n", "train")["spec"]["suspend"] is True
+    _record("Job, 1 more GPU (cohort full)", "Kueue left it pending (QuotaReserved False); the Job stays suspended")
     # serve reclaims its nominal quota: the borrowing workload is preempted (serve: reclaim Any)
     _submit(cp, "serve", _job("reclaim", {gpu: 2}, priority="inference"))
     cp.wait_for(lambda: _admitted(cp, "serve", "reclaim"), timeout=WAIT, what="serve admitted by reclaiming")
@@ -370,17 +259,24 @@ def test_admission_borrowing_pending_and_reclaim(env):
         lambda: cp.get_json("job", "borrow", "-n", "train")["spec"]["suspend"] is True, timeout=WAIT, what="suspended"
     )
     assert _admitted(cp, "train", "within")  # within nominal: never preempted
+    _record(
+        "serve (inference) reclaims its 2 GPUs",
+        "Kueue preempted train's borrowing Job (InCohortReclamation) and suspended it; the one within nominal kept",
+    )
     assert _quota_refusals(cp, "train") == [] and _quota_refusals(cp, "serve") == []
     _delete(cp, "train", "within", "borrow", "beyond")
     _delete(cp, "serve", "reclaim")
 
 
 def test_lower_tier_preempted_for_higher_in_the_same_queue(env):
-    """serve runs a batch-priority job on its nominal quota; an inference-priority one preempts it."""
+    """serve runs a batch-priority job on its nominal quota; an inference-priority one preempts it (train uses
+    its own 2 on whole2, so there is nothing to borrow instead)."""
     cp, _, _ = env
     gpu = "nvidia.com/gpu"
     cp.wait_for(lambda: not cp.get_json("workloads", "-n", "train")["items"], timeout=WAIT, what="train drained")
-    _submit(cp, "serve", _job("low", {gpu: 4}, priority="batch"))  # nominal 2 + train's idle 2
+    _submit(cp, "train", _job("busy", {gpu: 2}))
+    cp.wait_for(lambda: _admitted(cp, "train", "busy"), timeout=WAIT, what="busy admitted")
+    _submit(cp, "serve", _job("low", {gpu: 2}, priority="batch"))  # serve's nominal 2
     cp.wait_for(lambda: _admitted(cp, "serve", "low"), timeout=WAIT, what="low admitted")
     _submit(cp, "serve", _job("high", {gpu: 2}, priority="inference"))
     cp.wait_for(lambda: _admitted(cp, "serve", "high"), timeout=WAIT, what="high admitted")
@@ -389,6 +285,7 @@ def test_lower_tier_preempted_for_higher_in_the_same_queue(env):
     cp.wait_for(lambda: _unsuspended_with_pod(cp, "serve", "high"), timeout=WAIT, what="high's pod")
     assert _quota_refusals(cp, "serve") == []
     _delete(cp, "serve", "low", "high")
+    _delete(cp, "train", "busy")
 
 
 def test_mig_admitted_against_the_mig_flavor(env):
@@ -408,25 +305,288 @@ def test_mig_admitted_against_the_mig_flavor(env):
     _delete(cp, "train", "mig", "mig-more")
 
 
-def test_queue_policy_refuses_bypass_and_higher_priority(env):
+ATTEMPTS: list[tuple[str, str]] = []  # (attempt, what Kueue and the API server did): printed at the end
+
+
+def _record(attempt: str, outcome: str) -> None:
+    ATTEMPTS.append((attempt, outcome))
+    print(f"| {attempt} | {outcome} |")
+
+
+def _refused(p, *words: str) -> bool:
+    return p.returncode != 0 and kueue.POLICY in p.stderr and all(w in p.stderr for w in words)
+
+
+def _gated(pod: dict) -> bool:
+    return any(g["name"] == "kueue.x-k8s.io/admission" for g in pod["spec"].get("schedulingGates", []))
+
+
+def _pod_workload(cp, ns, pod: str) -> dict | None:
+    return _workload(cp, ns, pod)
+
+
+def _drained(cp, ns) -> bool:
+    return not cp.get_json("workloads", "-n", ns)["items"]
+
+
+def _deployment(name: str, gpus: dict[str, int]) -> dict:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {**_pod_spec(gpus), "restartPolicy": "Always"},
+            },
+        },
+    }
+
+
+def test_attempts_kueue_managed_kinds_go_through_kueue(env):
+    """The attempts table: each way a tenant (impersonating a member of train-team) might reach GPUs, and what
+    Kueue and the API server did. Kueue-managed kinds (a Job without a queue name, a Deployment, a StatefulSet,
+    a bare pod) go through Kueue: held by its gate or suspend until it admits them on train's ClusterQueue, and
+    the tenant cannot release a held pod itself; no pod is refused by the ResourceQuota."""
     cp, _, _ = env
-    p = cp.kubectl(
-        "apply",
+    gpu, ns = "nvidia.com/gpu", "train"
+    cp.wait_for(lambda: _drained(cp, ns) and _drained(cp, "serve"), timeout=WAIT, what="queues drained")
+
+    # A Job without a queue name: Kueue's webhook gives it the LocalQueue `default` and suspends it.
+    _submit(cp, ns, _job("plain", {gpu: 1}, queue=None))
+    job = cp.get_json("job", "plain", "-n", ns)
+    assert job["metadata"]["labels"][kueue.QUEUE_NAME_LABEL] == queues.LOCAL_QUEUE
+    cp.wait_for(lambda: _admitted(cp, ns, "plain"), timeout=WAIT, what="plain admitted")
+    cp.wait_for(lambda: _unsuspended_with_pod(cp, ns, "plain"), timeout=WAIT, what="plain's pod")
+    _record(
+        "Job without a queue name",
+        "Kueue's webhook labelled it `default` and suspended it; admitted on train's quota, then its pod created",
+    )
+
+    # Deployment and StatefulSet: their pods are created held by Kueue's gate, released when admitted.
+    dep = _deployment("serving", {gpu: 1})
+    _submit(cp, ns, dep)
+    pod = cp.wait_for(
+        lambda: next(iter(cp.get_json("pods", "-n", ns, "-l", "app=serving")["items"]), None),
+        timeout=WAIT,
+        what="serving's pod",
+    )
+    wl = cp.wait_for(lambda: _admitted(cp, ns, pod["metadata"]["name"]), timeout=WAIT, what="serving's pod admitted")
+    assert wl["status"]["admission"]["clusterQueue"] == ns
+    cp.wait_for(
+        lambda: not _gated(cp.get_json("pod", pod["metadata"]["name"], "-n", ns)), timeout=WAIT, what="gate removed"
+    )
+    _record(
+        "Deployment (1 replica, 1 GPU, no queue name)",
+        "its pod was created with Kueue's scheduling gate; Kueue admitted the pod's Workload on train's ClusterQueue and removed the gate",
+    )
+    sts = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "db"},
+        "spec": {
+            "replicas": 1,
+            "serviceName": "db",
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {
+                "metadata": {"labels": {"app": "db"}},
+                "spec": {**_pod_spec({gpu: 1}), "restartPolicy": "Always"},
+            },
+        },
+    }
+    _submit(cp, ns, sts)
+    cp.wait_for(lambda: _admitted(cp, ns, "db-0"), timeout=WAIT, what="db-0 admitted")
+    cp.wait_for(lambda: not _gated(cp.get_json("pod", "db-0", "-n", ns)), timeout=WAIT, what="db-0 ungated")
+    _record(
+        "StatefulSet (1 replica, 1 GPU)",
+        "pod db-0 created gated; Kueue admitted it on train's ClusterQueue and removed the gate",
+    )
+
+    # A bare pod: Kueue's pod webhook gates it and queues it. It names a LocalQueue that does not exist, so it
+    # waits for good (a pod that waits for quota would count against the ResourceQuota all the same).
+    bare = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "bare", "labels": {kueue.QUEUE_NAME_LABEL: "nowhere"}},
+        "spec": _pod_spec({gpu: 1}),
+    }
+    _submit(cp, ns, bare)
+    assert _gated(cp.get_json("pod", "bare", "-n", ns))
+
+    def waiting():
+        c = _condition(_workload(cp, ns, "bare"), "QuotaReserved")
+        return c if c and c["status"] == "False" else None
+
+    cp.wait_for(waiting, timeout=WAIT, what="bare's Workload waiting in Kueue")
+    assert _gated(cp.get_json("pod", "bare", "-n", ns))
+    _record(
+        "bare pod, 1 GPU (naming a LocalQueue that does not exist)",
+        "created held by Kueue's gate; its Workload not admitted (QuotaReserved False); the pod stays gated",
+    )
+
+    # ... and the tenant cannot release it itself.
+    p = _as_tenant(
+        cp,
+        ns,
+        "patch",
+        "pod",
+        "bare",
         "-n",
-        "train",
-        "-f",
-        "-",
-        input=json.dumps(_job("noqueue", {"nvidia.com/gpu": 1}, queue=None)),
+        ns,
+        "--type=json",
+        "-p",
+        '[{"op": "remove", "path": "/spec/schedulingGates"}]',
         check=False,
     )
-    assert p.returncode != 0 and kueue.QUEUE_NAME_LABEL in p.stderr, p.stderr
-    p = cp.kubectl(
-        "apply",
-        "-n",
-        "train",
-        "-f",
-        "-",
-        input=json.dumps(_job("vip", {"nvidia.com/gpu": 1}, priority="inference")),
-        check=False,
+    assert _refused(p, "scheduling gate"), p.stderr
+    _record(
+        "the tenant removes the scheduling gate of its waiting pod",
+        "refused by gpupool-queue-policy (only Kueue removes the gate)",
     )
-    assert p.returncode != 0 and kueue.PRIORITY_CLASS_LABEL in p.stderr, p.stderr
+    assert _quota_refusals(cp, ns) == []
+    for kind, names in (("deployment", ["serving"]), ("statefulset", ["db"]), ("pod", ["bare"])):
+        _delete(cp, ns, *names, kind=kind)
+
+
+def test_attempts_around_kueue_are_refused(env):
+    """The attempts table, continued: what would bypass Kueue or escape the tenant's tier (train is batch, 10)
+    is refused by gpupool's queue policy. Runs after the test above, whose admitted Job `plain` it names."""
+    cp, _, _ = env
+    gpu, ns = "nvidia.com/gpu", "train"
+    dep = _deployment("serving", {gpu: 1})
+    # A pod whose owner reference names the tenant's own admitted Job: Kueue's webhook takes it for the Job's
+    # and does not gate it; the policy refuses it (not made by the job controller).
+    uid = cp.get_json("job", "plain", "-n", ns)["metadata"]["uid"]
+    forged = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "forged",
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": "plain", "uid": uid, "controller": True}
+            ],
+        },
+        "spec": _pod_spec({gpu: 1}),
+    }
+    p = _submit(cp, ns, forged, check=False)
+    assert _refused(p, "goes through Kueue"), p.stderr
+    _record(
+        "bare pod with an owner reference to the tenant's admitted Job",
+        "Kueue did not gate it (owner is its Job); refused by gpupool-queue-policy",
+    )
+
+    # A held Job the tenant unsuspends itself.
+    _submit(cp, ns, _job("held", {gpu: 1}, queue="nowhere"))
+    p = _as_tenant(
+        cp, ns, "patch", "job", "held", "-n", ns, "--type=merge", "-p", '{"spec": {"suspend": false}}', check=False
+    )
+    assert _refused(p, "suspend"), p.stderr
+    assert cp.get_json("job", "held", "-n", ns)["spec"]["suspend"] is True
+    _record(
+        "the tenant sets suspend: false on its queued Job", "refused by gpupool-queue-policy (only Kueue unsuspends)"
+    )
+
+    # Priorities above the tier (train is batch, 10).
+    for name, job, words, attempt in (
+        (
+            "sys",
+            _job("sys", {gpu: 1}, priority_class="system-node-critical"),
+            ("priorityClassName",),
+            "Job with priorityClassName system-node-critical",
+        ),
+        (
+            "vip",
+            _job("vip", {gpu: 1}, priority_class="inference"),
+            ("priorityClassName",),
+            "Job with priorityClassName inference (higher tier)",
+        ),
+        (
+            "wpc",
+            _job("wpc", {gpu: 1}, priority="inference"),
+            (kueue.PRIORITY_CLASS_LABEL,),
+            "Job with WorkloadPriorityClass inference (higher tier)",
+        ),
+    ):
+        p = _submit(cp, ns, job, check=False)
+        assert _refused(p, *words), (name, p.stderr)
+        _record(attempt, "refused by gpupool-queue-policy; no Workload")
+    high_dep = json.loads(json.dumps(dep))
+    high_dep["metadata"] = {"name": "vip-serving", "labels": {kueue.PRIORITY_CLASS_LABEL: "inference"}}
+    p = _submit(cp, ns, high_dep, check=False)
+    assert _refused(p, kueue.PRIORITY_CLASS_LABEL), p.stderr
+    _record("Deployment with WorkloadPriorityClass inference", "refused by gpupool-queue-policy")
+    critical = json.loads(json.dumps(dep))
+    critical["metadata"] = {"name": "critical-serving"}
+    critical["spec"]["template"]["spec"]["priorityClassName"] = "system-node-critical"
+    p = _submit(cp, ns, critical, check=False)
+    assert _refused(p, "priorityClassName"), p.stderr
+    _record("Deployment with priorityClassName system-node-critical", "refused by gpupool-queue-policy")
+
+    assert _quota_refusals(cp, ns) == []
+    _delete(cp, ns, "plain", "held")
+
+
+def test_jobset_child_jobs_admitted(env):
+    """A tenant's JobSet (two replicated Jobs of 1 GPU): Kueue suspends and admits it as one workload, the
+    JobSet controller creates its child Jobs (no queue name: the policy lets them through as the controller's),
+    unsuspends them after admission, and the job controller creates their pods within the quota."""
+    cp, _, _ = env
+    ns, gpu = "train", "nvidia.com/gpu"
+    cp.wait_for(lambda: _drained(cp, ns), timeout=WAIT, what="train drained")
+    js = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "trainer"},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "workers",
+                    "replicas": 2,
+                    "template": {
+                        "spec": {"parallelism": 1, "completions": 1, "template": {"spec": _pod_spec({gpu: 1})}}
+                    },
+                }
+            ]
+        },
+    }
+    _submit(cp, ns, js)
+    created = cp.get_json("jobset", "trainer", "-n", ns)
+    assert (
+        created["spec"].get("suspend") is True
+        and created["metadata"]["labels"][kueue.QUEUE_NAME_LABEL] == queues.LOCAL_QUEUE
+    )
+    wl = cp.wait_for(lambda: _admitted(cp, ns, "trainer"), timeout=WAIT, what="the JobSet admitted")
+    assert wl["status"]["admission"]["clusterQueue"] == ns
+
+    def children():
+        jobs = cp.get_json("jobs", "-n", ns, "-l", "jobset.sigs.k8s.io/jobset-name=trainer")["items"]
+        return jobs if len(jobs) == 2 and all(j["spec"].get("suspend") is False for j in jobs) else None
+
+    jobs = cp.wait_for(children, timeout=WAIT, what="two child Jobs unsuspended")
+    assert all(kueue.QUEUE_NAME_LABEL not in j["metadata"].get("labels", {}) for j in jobs)
+    for j in jobs:
+        cp.wait_for(lambda n=j["metadata"]["name"]: len(_pods(cp, ns, n)) == 1, timeout=WAIT, what="a child Job's pod")
+    assert _quota_refusals(cp, ns) == []
+    _record(
+        "JobSet, 2 child Jobs of 1 GPU",
+        "Kueue suspended and admitted it on train's ClusterQueue; the JobSet controller's child Jobs (no queue name) let through and unsuspended; their pods created",
+    )
+    # A Job the tenant writes as the JobSet's child (controller owner reference, no queue name): Kueue's webhook
+    # takes it for the JobSet's and leaves it alone; the policy refuses it (not the JobSet controller's).
+    forged = _job("forged-child", {gpu: 1}, queue=None)
+    owner = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "trainer", "controller": True}
+    forged["metadata"]["ownerReferences"] = [{**owner, "uid": created["metadata"]["uid"]}]
+    p = _submit(cp, ns, forged, check=False)
+    assert _refused(p, kueue.QUEUE_NAME_LABEL), p.stderr
+    _record(
+        "Job with an owner reference to the tenant's admitted JobSet, no queue name",
+        "Kueue's webhook did not queue it (child of a managed JobSet); refused by gpupool-queue-policy",
+    )
+    p = _submit(
+        cp, ns, {**js, "metadata": {"name": "vip", "labels": {kueue.PRIORITY_CLASS_LABEL: "inference"}}}, check=False
+    )
+    assert _refused(p, kueue.PRIORITY_CLASS_LABEL), p.stderr
+    _record("JobSet with WorkloadPriorityClass inference", "refused by gpupool-queue-policy")
+    _delete(cp, ns, "trainer", kind="jobset")

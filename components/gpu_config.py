@@ -15,8 +15,7 @@ from .k8s_objects import Registry
 
 
 class MigConfig(pulumi.ComponentResource):
-    """The MIG ConfigMap, after the node patches that arm each rolled node for its change (gpupool.k8s.rollout
-    step 0: the ConfigMap depends on them, so they are registered first)."""
+    """The MIG ConfigMap (a re-layout's chains come after it: gpupool.k8s.rollout)."""
 
     TYPE = "gpupool:gpu:MigConfig"
 
@@ -27,11 +26,8 @@ class MigConfig(pulumi.ComponentResource):
         pool_configs: dict[str, str],
         registry: Registry,
         opts: pulumi.ResourceOptions | None = None,
-        arms: tuple[Desired, ...] | list[Desired] = (),
     ):
         super().__init__(self.TYPE, name, None, opts)
-        for arm in arms:
-            registry.register(arm, self)
         registry.register(config_map, self)
         self.config_name = config_map.manifest["metadata"]["name"]
         self.pool_configs = pool_configs

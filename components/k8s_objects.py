@@ -88,8 +88,9 @@ def pulumi_only_annotations(obj: Desired) -> dict[str, str]:
         # The provider awaits the annotation as found on the live object, so every node patch sets its own
         # (a node patch would otherwise wait for whatever another patch of the same node left there).
         marker = rollout.node_patch_marker(obj.name, obj.manifest)
-        out[rollout.LAST_PATCH] = marker
-        out["pulumi.com/waitFor"] = rollout.node_patch_wait(marker, obj.wait_for)
+        key = rollout.last_patch_key(obj.name)
+        out[key] = marker
+        out["pulumi.com/waitFor"] = rollout.node_patch_wait(marker, obj.wait_for, key)
     elif obj.wait_for:
         out["pulumi.com/waitFor"] = obj.wait_for
     if obj.field_manager:

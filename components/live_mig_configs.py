@@ -4,11 +4,13 @@ The read goes through the kubeconfig and context the Kubernetes provider was mad
 as the drain step does), before anything is registered, so the preview shows the ConfigMap `pulumi up` writes.
 An unreadable cluster is a warning in a preview (pulumi-kubernetes previews an unreachable cluster too) and an
 error in an update: dropping a name a node still carries turns that node `failed` at its MIG Manager's next
-start. `gpupool:keepMigConfigsInUse: false` turns the read off (the spec's configs only).
+start. The device-plugin ConfigMap's sharing keys are kept the same way (kept_plugin). `gpupool:keepMigConfigsInUse:
+false` turns both reads off (the spec's configs only).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pulumi
@@ -17,7 +19,7 @@ from pulumi.runtime import mocks, settings
 from gpupool.k8s import mig_in_use
 from gpupool.model import platform as m
 
-OPT_OUT = "set gpupool:keepMigConfigsInUse to false to write the spec's MIG configs only"
+OPT_OUT = "set gpupool:keepMigConfigsInUse to false to write the spec's configs only"
 
 
 def _under_mocks() -> bool:
@@ -37,7 +39,9 @@ def kept(spec: m.Spec, connection: tuple[Any, Any]) -> dict[str, Any]:
         )
         return {}
     try:
-        out = mig_in_use.read_kept_for(spec, kubeconfig, context)
+        # gpupool stacks' convergence check: compare with what the run before it wrote (mig_in_use's docstring).
+        as_written = bool(os.environ.get(mig_in_use.CONVERGENCE_ENV)) and pulumi.runtime.is_dry_run()
+        out = mig_in_use.read_kept_for(spec, kubeconfig, context, as_written=as_written)
     except mig_in_use.LiveReadError as exc:
         if pulumi.runtime.is_dry_run():
             pulumi.log.warn(f"{exc}; this preview shows the spec's MIG configs only")
@@ -45,4 +49,25 @@ def kept(spec: m.Spec, connection: tuple[Any, Any]) -> dict[str, Any]:
         raise pulumi.RunError(f"{exc}; nothing was registered ({OPT_OUT})") from None
     if out:
         pulumi.log.info(f"keeping MIG configs nodes still carry in the MIG ConfigMap: {', '.join(out)}")
+    return out
+
+
+def kept_plugin(spec: m.Spec, connection: tuple[Any, Any]) -> dict[str, str]:
+    """Old sharing config keys to keep in the device-plugin ConfigMap (key -> its live text); {} under mocks.
+    The same reads and failures as kept() (gpupool.k8s.mig_in_use, its device-plugin part)."""
+    if _under_mocks():
+        return {}
+    kubeconfig, context = connection
+    if not all(v is None or isinstance(v, str) for v in (kubeconfig, context)):
+        return {}  # kept() warned already
+    try:
+        as_written = bool(os.environ.get(mig_in_use.CONVERGENCE_ENV)) and pulumi.runtime.is_dry_run()
+        out = mig_in_use.read_kept_plugin_for(spec, kubeconfig, context, as_written=as_written)
+    except mig_in_use.LiveReadError as exc:
+        if pulumi.runtime.is_dry_run():
+            pulumi.log.warn(f"{exc}; this preview shows the spec's device-plugin configs only")
+            return {}
+        raise pulumi.RunError(f"{exc}; nothing was registered ({OPT_OUT})") from None
+    if out:
+        pulumi.log.info(f"keeping device-plugin configs nodes still carry in their ConfigMap: {', '.join(out)}")
     return out

@@ -11,10 +11,11 @@ from __future__ import annotations
 import pulumi
 
 from gpupool.k8s.manifests import Desired
-from gpupool.k8s.rollout import Drain
+from gpupool.k8s.rollout import Reconfigure, RekeyDrain
 
-from .drain_step import NodeDrain
 from .k8s_objects import Registry
+from .mig_step import NodeMigStep
+from .rekey_drain import NodeRekeyDrain
 
 
 class NodePool(pulumi.ComponentResource):
@@ -28,22 +29,25 @@ class NodePool(pulumi.ComponentResource):
         selector_labels: dict[str, str] | None,
         registry: Registry,
         opts: pulumi.ResourceOptions | None = None,
-        drains: list[Drain] | None = None,
+        mig_steps: list[Reconfigure] | None = None,
+        rekey_drains: list[RekeyDrain] | None = None,
         connection: tuple[pulumi.Input[str] | None, pulumi.Input[str] | None] = (None, None),
     ):
         super().__init__(self.TYPE, name, None, opts)
-        waiting = {d.name: d for d in drains or ()}
+        waiting: dict[str, Reconfigure | RekeyDrain] = {d.name: d for d in [*(mig_steps or ()), *(rekey_drains or ())]}
         for patch in patches:
-            # A drain step (rollout step 1c) goes in just before the patch that waits for it, the node's relabel.
+            # A mig step (rollout step 2) goes in just before the patch that waits for it (uncordon, or the
+            # pool's labels when the pool does not cordon).
             for dep in patch.depends_on:
                 if dep in waiting:
-                    self._drain(waiting.pop(dep), registry, connection)
+                    self._mig_step(waiting.pop(dep), registry, connection)
             registry.register(patch, self)
         self.nodes = [p.manifest["metadata"]["name"] for p in patches]
         self.required_node_labels = selector_labels or {}
         self.register_outputs({"pool": pool_name, "nodes": self.nodes, "requiredNodeLabels": self.required_node_labels})
 
-    def _drain(self, step: Drain, registry: Registry, connection: tuple) -> None:
+    def _mig_step(self, step: Reconfigure | RekeyDrain, registry: Registry, connection: tuple) -> None:
         opts = pulumi.ResourceOptions(parent=self, depends_on=[registry.resources[n] for n in step.depends_on])
         kubeconfig, context = connection
-        registry.resources[step.name] = NodeDrain(registry.prefix + step.name, step, kubeconfig, context, opts)
+        kind = NodeMigStep if isinstance(step, Reconfigure) else NodeRekeyDrain
+        registry.resources[step.name] = kind(registry.prefix + step.name, step, kubeconfig, context, opts)  # type: ignore[arg-type]

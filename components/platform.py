@@ -198,7 +198,11 @@ class GpuPlatform(pulumi.ComponentResource):
         if role.platform:  # a NodePatch of a node the cluster lacks would create it: read first (live_nodes)
             live_nodes.check(spec, connection(provider))
         in_use = args.keep_mig_configs_in_use and role.platform
-        plan = manifests.build(spec, live_mig_configs.kept(spec, connection(provider)) if in_use else None)
+        plan = manifests.build(
+            spec,
+            live_mig_configs.kept(spec, connection(provider)) if in_use else None,
+            live_mig_configs.kept_plugin(spec, connection(provider)) if in_use else None,
+        )
         parts = plan.by_component()
         registry = Registry(prefix=f"{name}-", legacy=legacy)
         child = pulumi.ResourceOptions(parent=self, providers=[provider])
@@ -224,7 +228,6 @@ class GpuPlatform(pulumi.ComponentResource):
                 {p: c["migConfig"] for p, c in plan.pool_configs.items() if c["migConfig"]},
                 registry,
                 opts_for("mig-config", MigConfig.TYPE),
-                arms=[o for o in parts["mig-config"] if o.kind == "Node"],
             )
             DevicePluginConfig(
                 f"{name}-device-plugin-config",
@@ -242,7 +245,8 @@ class GpuPlatform(pulumi.ComponentResource):
                     plan.node_group_labels.get(pool.name),
                     registry,
                     opts_for(f"pool-{pool.name}", NodePool.TYPE),
-                    drains=plan.drains.get(pool.name),
+                    mig_steps=plan.mig_steps.get(pool.name),
+                    rekey_drains=plan.rekey_drains.get(pool.name),
                     connection=connection(provider),
                 )
             PriorityTiers(f"{name}-tiers", parts.get("tiers", []), registry, opts_for("tiers", PriorityTiers.TYPE))

@@ -44,7 +44,7 @@ REQUIRED: dict[str, tuple[bool, str, str]] = {
     ),
 }
 _made: weakref.WeakSet[pulumi.ProviderResource] = weakref.WeakSet()
-# provider -> (kubeconfig, context) it was given: the MIG rollout's drain step (components/drain_step.py) talks
+# provider -> (kubeconfig, context) it was given: the MIG rollout's mig step (components/mig_step.py) talks
 # to the same cluster outside the provider.
 _connection: weakref.WeakKeyDictionary[pulumi.ProviderResource, tuple[Any, Any]] = weakref.WeakKeyDictionary()
 

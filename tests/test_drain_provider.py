@@ -1,5 +1,5 @@
 """The drain step's decision (gpupool/deploy/drain_provider.py): it drains only when the node's config changes, by the
-rule of gpupool.k8s.rollout.done(), and its diff asks for an update only on a node or config change."""
+old chain's rule (rollout.done() before the mig step), and its diff asks for an update only on a node or config change."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ SPEC = textwrap.dedent("""\
 def _drains(tmp_path, rollout: str):
     (tmp_path / "spec.yaml").write_text(SPEC.replace("ROLLOUT", rollout))
     spec = load_valid_spec(tmp_path / "spec.yaml")
-    return spec.pools[0].rollout, manifests.build(spec).drains["a100"]
+    return spec.pools[0].rollout, manifests.build(spec).mig_steps["a100"]
 
 
 def test_the_switches_are_off_by_default_and_reach_every_drain_step_when_set(tmp_path):

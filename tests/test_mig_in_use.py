@@ -1,5 +1,5 @@
 """Old MIG config names stay in the MIG ConfigMap while nodes carry them (gpupool.k8s.mig_in_use), outside the
-config hash: keeping them and dropping them later restarts no MIG Manager and arms no node.
+config hash: keeping them and dropping them later restarts no MIG Manager.
 tests/e2e/test_mig_rollout.py runs the same against the API server and the MIG Manager simulator."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def test_only_names_a_node_carries_that_the_spec_dropped_and_the_live_configmap_
     assert mig_in_use.kept(in_use, live, wanted) == {OLD: OLD_ENTRIES}
 
 
-def test_kept_configs_are_written_but_leave_every_hash_and_arm_as_without_them():
+def test_kept_configs_are_written_but_leave_every_hash_and_step_as_without_them():
     spec = _spec("all-1g.10gb")
     plain, keeping = manifests.build(spec), manifests.build(spec, {OLD: OLD_ENTRIES})
     cm = {o.name: o for o in keeping.objects}["mig-config"].manifest
@@ -44,7 +44,7 @@ def test_kept_configs_are_written_but_leave_every_hash_and_arm_as_without_them()
     assert configs[OLD] == OLD_ENTRIES and NEW in configs
     assert cm["metadata"]["annotations"] == {manifests.ANNOTATION_KEPT: OLD}
     assert keeping.mig_configs[OLD] == OLD_ENTRIES
-    # The operator's env hash (the MIG Manager roll) and every arm patch (the re-arm of each node) are the same.
+    # The operator's env hash (the MIG Manager roll) and every other object are the same.
     assert keeping.chart.values == plain.chart.values
     for a, b in zip(plain.objects, keeping.objects, strict=True):
         if a.name != "mig-config":
@@ -84,6 +84,18 @@ def test_the_cluster_read_follows_every_page_and_selects_labelled_nodes_only():
     assert mig_in_use.read_kept(api, "gpu-operator", manifests.MIG_CONFIGMAP, wanted) == {OLD: OLD_ENTRIES}
     assert api.paths[0] == "/api/v1/namespaces/gpu-operator/configmaps/gpupool-mig-config"
     assert all("labelSelector=nvidia.com%2Fmig.config" in p for p in api.paths[1:]) and len(api.paths) == 3
+
+
+def test_the_convergence_check_counts_the_configs_the_live_configmap_says_it_keeps():
+    """Right after the up that finished a re-layout, no node carries OLD, but that up wrote it (and said so in the
+    annotation): the convergence check (as_written) keeps it, so it plans nothing; a plain read drops it."""
+    wanted, _ = manifests.mig_configs(_spec("all-1g.10gb"))
+    live = _config_map({OLD: OLD_ENTRIES, "unlisted": OLD_ENTRIES, **wanted})
+    live["metadata"] = {"annotations": {manifests.ANNOTATION_KEPT: OLD}}
+    api = FakeApi(live, [[_node("a", NEW)]])
+    assert mig_in_use.read_kept(api, "ns", "cm", wanted) == {}
+    assert mig_in_use.read_kept(api, "ns", "cm", wanted, as_written=True) == {OLD: OLD_ENTRIES}
+    assert mig_in_use.ANNOTATION_KEPT == manifests.ANNOTATION_KEPT
 
 
 def test_no_configmap_yet_keeps_nothing_and_a_denied_list_is_an_error():

@@ -44,9 +44,15 @@ def _plugin_data(plan) -> dict[str, str]:
 
 
 def _node_label(plan, node: str) -> str:
-    return next(o for o in plan.objects if o.kind == "Node" and o.manifest["metadata"]["name"] == node).manifest[
-        "metadata"
-    ]["labels"][LABEL]
+    """The device-plugin config label the node's patches give it (the re-key chain's cordon patches carry none)."""
+    (label,) = {
+        o.manifest["metadata"]["labels"][LABEL]
+        for o in plan.objects
+        if o.kind == "Node"
+        and o.manifest["metadata"]["name"] == node
+        and LABEL in o.manifest["metadata"].get("labels", {})
+    }
+    return label
 
 
 def test_a_replicas_edit_gives_the_mps_pool_a_new_key_and_its_node_a_new_label(tmp_path):

@@ -131,4 +131,7 @@ def test_legacy_aliases_name_every_resource_of_the_0_1_program(stack):
     assert max(aliased.values()) == 1
     # every 0.1 resource is aliased (resources added since, e.g. monitoring, are aliased to their unprefixed
     # names on main before GpuPlatform too)
-    assert old <= set(aliased), old - set(aliased)
+    # ... except the node patches of the MIG chain that the mig step replaced (gpupool.k8s.rollout): retained on
+    # delete, so dropping them from the state leaves every node as it is.
+    retired = {(t, n) for t, n in old if t == "kubernetes:core/v1:NodePatch" and n.endswith(("_mig", "_mig-check"))}
+    assert old - retired <= set(aliased), old - retired - set(aliased)

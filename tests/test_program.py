@@ -204,11 +204,13 @@ def test_node_label_patches_are_retained_and_forced(stack):
         assert monitor.requests[f"{patch.typ}::{patch.name}"]["retainOnDelete"] is True
         assert patch.inputs["metadata"]["annotations"]["pulumi.com/patchForce"] == "true"
         ignored = list(monitor.requests[f"{patch.typ}::{patch.name}"].get("ignoreChanges") or [])
-        # What MIG Manager and uncordon change after the apply is not diffed: a later up must not re-apply it.
-        state = ['metadata.labels["nvidia.com/mig.config.state"]']
-        expected = {"_mig": state, "_mig-arm": state, "_cordon": ["spec.unschedulable"]}
-        assert ignored == next((v for k, v in expected.items() if patch.name.endswith(k)), []), patch.name
-        if patch.name.endswith(("_mig-arm", "_cordon", "_mig-ready", "_mig", "_mig-check", "_uncordon")):
+        # What uncordon changes after the cordon's apply is not diffed: a later up must not re-apply it.
+        from gpupool.k8s import rollout
+
+        base = patch.name.removeprefix(f"{PLATFORM_NAME}-")
+        refresh = list(rollout.refresh_proof(base)) if base.endswith("cordon") else []
+        assert ignored == (["spec.unschedulable"] if patch.name.endswith("_cordon") else []) + refresh, patch.name
+        if patch.name.endswith(("_cordon", "_uncordon")):
             continue  # a node's MIG rollout chain (tests/test_rollout.py)
         labels = patch.inputs["metadata"]["labels"]
         assert {"gpupool.dev/pool", "nvidia.com/device-plugin.config"} <= set(labels)
@@ -233,14 +235,22 @@ def test_tier_classes_are_replaced_delete_first_on_an_immutable_change(stack):
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_rollout_timeouts_are_custom_timeouts(stack):
-    """The per-node wait is a resource option (changing it must not re-apply the patch), never an input."""
-    mocks, monitor = _run(stack)
-    migs = [a for a in mocks.created if a.typ == "kubernetes:core/v1:NodePatch" and a.name.endswith("_mig")]
-    assert migs
-    for patch in migs:
-        timeouts = monitor.requests[f"{patch.typ}::{patch.name}"]["customTimeouts"]
-        assert timeouts["update"] == timeouts["create"] and timeouts["update"].endswith("s"), timeouts
+def test_mig_steps_are_dynamic_resources_that_rerun_only_on_a_new_config(stack):
+    """Each rolled node's mig step (gpupool.k8s.mig_step) is a dynamic resource; its timeout is an input that a
+    policy-only edit changes without running the step again (the provider's diff looks at node and config)."""
+    from gpupool.deploy.mig_step_provider import MigStepProvider
+
+    mocks, _ = _run(stack)
+    steps = [a for a in mocks.created if a.name.endswith("_mig")]
+    assert steps and all(a.typ == "pulumi-python:dynamic/gpupool:NodeMigStep" for a in steps)
+    olds = dict(steps[0].inputs)
+    provider = MigStepProvider()
+    assert not provider.diff("n", olds, {**olds, "timeoutSeconds": olds["timeoutSeconds"] + 1}).changes
+    assert provider.diff("n", olds, {**olds, "config": "another"}).changes
+    # No node patch waits for MIG Manager or writes its state label: only the mig step does, where it waits.
+    for a in mocks.created:
+        if a.typ == "kubernetes:core/v1:NodePatch":
+            assert "nvidia.com/mig.config.state" not in (a.inputs["metadata"].get("labels") or {}), a.name
 
 
 def test_provider_updates_config_maps_in_place():

@@ -37,90 +37,88 @@ def test_waves_follow_spec_order_in_groups_of_max_unavailable():
     assert rollout.waves(pool) == [("n1", "n2"), ("n3", "n4"), ("n5",)]
 
 
-def test_each_node_is_cordoned_relabelled_checked_and_uncordoned_in_order():
-    objs = _pool_objects(_spec(max_unavailable=2, node_timeout_seconds=600))
+def _steps(spec) -> dict[str, rollout.Reconfigure]:
+    return {d.node: d for d in manifests.build(spec).mig_steps["a100"]}
+
+
+def test_each_node_is_cordoned_reconfigured_and_uncordoned_in_order():
+    spec = _spec(max_unavailable=2, node_timeout_seconds=600)
+    objs = _pool_objects(spec)
     base = "pool-a100.n3"
-    cordon, mig, check, uncordon, labels = (
-        objs[f"{base}{s}"] for s in ("_cordon", "_mig", "_mig-check", "_uncordon", "")
-    )
+    cordon, uncordon, labels = (objs[f"{base}{s}"] for s in ("_cordon", "_uncordon", ""))
     assert cordon.manifest["spec"] == {"unschedulable": True} and "spec" not in uncordon.manifest
     assert cordon.field_manager == uncordon.field_manager == rollout.CORDON_MANAGER
+    # One field manager: what the cordon writes besides spec.unschedulable, the uncordon writes too, or its
+    # apply would release it and a refresh would plan the cordon again (a re-cordon of a finished node).
+    assert cordon.manifest["metadata"]["annotations"].items() <= uncordon.manifest["metadata"]["annotations"].items()
     # Wave 2 starts after every node of wave 1 finished (uncordoned).
     assert cordon.depends_on == ("pool-a100.n1_uncordon", "pool-a100.n2_uncordon")
-    ready = objs[f"{base}_mig-ready"]
-    # Between the ready wait and the relabel, the drain step (not a node object: it is in plan.drains).
-    assert (
-        ready.depends_on == (cordon.name,) and mig.depends_on == (f"{base}_drain",) and check.depends_on == (mig.name,)
+    # Between them the node's mig step (not a node object: it is in plan.mig_steps).
+    mig = _steps(spec)["n3"]
+    assert mig == rollout.Reconfigure(
+        f"{base}_mig", "n3", "a100-80gb-all-balanced", "gpu-operator", (cordon.name,), 600, True, 300
     )
-    assert ready.wait_for == rollout.ready("a100-80gb-all-balanced") and ready.timeout_seconds == 600
-    assert uncordon.depends_on == (check.name,)
+    assert uncordon.depends_on == (mig.name,)
     assert objs["pool-a100.n1_cordon"].depends_on == ("mig-config",)
-    # The stale-success race: the new config and `pending` are written in the same apply.
-    assert mig.manifest["metadata"]["labels"] == {
-        "nvidia.com/mig.config": "a100-80gb-all-balanced",
-        "nvidia.com/mig.config.state": "pending",
-    }
-    assert mig.wait_for == rollout.done("a100-80gb-all-balanced")
-    assert mig.timeout_seconds == 600 and check.timeout_seconds == rollout.CHECK_TIMEOUT_SECONDS
-    assert check.wait_for.endswith("=a100-80gb-all-balanced")
-    # The timeout is a resource option, never an input: changing it must not re-apply `pending`.
+    # No node patch writes the state label or waits: `pending` is the mig step's, written where it waits.
     for o in objs.values():
-        assert "pulumi.com/timeoutSeconds" not in o.manifest["metadata"].get("annotations", {})
-    # The pool patch (its gpupool.dev/pool label marks the node as no longer new) comes after the chain and
-    # no longer carries mig.config.
+        assert rollout.LABEL_STATE not in o.manifest["metadata"].get("labels", {}) and o.wait_for is None
+    # The pool patch comes after the chain and carries the final labels, mig.config too (for a plain apply).
     assert uncordon.name in labels.depends_on
-    assert "nvidia.com/mig.config" not in labels.manifest["metadata"]["labels"]
+    assert labels.manifest["metadata"]["labels"]["nvidia.com/mig.config"] == "a100-80gb-all-balanced"
     assert all(o.patch and o.retain_on_delete for o in objs.values())
 
 
-def _mig_config_objects(spec) -> dict[str, manifests.Desired]:
-    return {o.name: o for o in manifests.build(spec).objects if o.component == "mig-config"}
-
-
-def test_every_node_is_armed_before_the_mig_configmap_changes():
-    """Step 0: `pending` and the config text's hash on every rolled node, applied before the ConfigMap (which
-    depends on each arm) and exactly when the ConfigMap's text changes; the MIG Manager registers them first."""
-    objs = _mig_config_objects(_spec())
-    arms = [f"pool-a100.{n}_mig-arm" for n in NODES]
-    config_map = objs["mig-config"]
-    assert set(arms) <= set(config_map.depends_on)
-    text = config_map.manifest["data"]["config.yaml"]
-    for name in arms:
-        arm = objs[name]
-        assert arm.patch and arm.retain_on_delete and arm.depends_on == ()
-        assert arm.manifest["metadata"]["labels"] == {rollout.LABEL_STATE: "pending"}
-        assert arm.manifest["metadata"]["annotations"] == {rollout.ANNOTATION_ARMED: manifests.content_hash(text)}
-        assert arm.ignore_changes == (rollout.IGNORE_STATE,)
-    changed = _mig_config_objects(_spec(preset="all-1g.10gb"))
-    assert all(objs[n].manifest != changed[n].manifest for n in arms)
-    assert _mig_config_objects(_spec(max_unavailable=3)) == objs  # a policy-only edit arms nothing
+def test_no_node_is_armed_and_a_named_pools_relayout_does_not_roll_mig_manager():
+    """The MIG ConfigMap comes first and writes nothing on nodes; its config hash (the operator's DaemonSet roll)
+    does not move with a named pool's layout, only with a selector-based pool's."""
+    a, b = manifests.build(_spec()), manifests.build(_spec(preset="all-1g.10gb"))
+    assert not [o for o in a.objects if o.component == "mig-config" and o.kind == "Node"]
+    config_map = next(o for o in a.objects if o.name == "mig-config")
+    assert config_map.depends_on == ("gpu-operator-ns",)
+    env = lambda plan: plan.chart.values["migManager"]["env"]  # noqa: E731
+    assert env(a) == env(b)
+    spec = _spec()
+    selected = dataclasses.replace(spec.pools[0], nodes=(), node_selector={"pool": "a100"}, node_count=3)
+    c = manifests.build(dataclasses.replace(spec, pools=(selected,)))
+    d_spec = _spec(preset="all-1g.10gb")
+    d = manifests.build(
+        dataclasses.replace(
+            d_spec,
+            pools=(dataclasses.replace(d_spec.pools[0], nodes=(), node_selector={"pool": "a100"}, node_count=3),),
+        )
+    )
+    assert env(c) != env(d)
 
 
 def test_every_step_changes_exactly_when_the_config_changes():
-    before = _pool_objects(_spec())
-    after = _pool_objects(_spec(preset="all-1g.10gb"))
-    pool_patches = {f"pool-a100.{n}" for n in NODES}
+    before, after = _pool_objects(_spec()), _pool_objects(_spec(preset="all-1g.10gb"))
     for name, obj in before.items():
-        changed = obj.manifest != after[name].manifest
-        assert changed is (name not in pool_patches), name
+        assert obj.manifest != after[name].manifest, name
+    assert all(_steps(_spec())[n].config != _steps(_spec(preset="all-1g.10gb"))[n].config for n in NODES)
     # ... and a rollout-policy-only change touches no object at all (order is dependsOn, timeout an option).
     other = _pool_objects(_spec(max_unavailable=3, node_timeout_seconds=99))
     assert {n: o.manifest for n, o in before.items()} == {n: o.manifest for n, o in other.items()}
 
 
-def test_without_cordon_the_chain_is_relabel_and_check():
-    objs = _pool_objects(_spec(cordon=False))
+def test_without_cordon_the_chain_is_the_mig_step_alone_and_drains_nothing():
+    spec = _spec(cordon=False)
+    objs = _pool_objects(spec)
     assert not [n for n in objs if n.endswith("cordon")]
-    assert objs["pool-a100.n2_mig-ready"].depends_on == ("pool-a100.n1_mig-check",)
-    assert objs["pool-a100.n2_mig"].depends_on == ("pool-a100.n2_mig-ready",)
+    steps = _steps(spec)
+    assert steps["n2"].depends_on == ("pool-a100.n1_mig",) and not steps["n2"].drain
+    assert objs["pool-a100.n2"].depends_on[-1] == "pool-a100.n2_mig"
 
 
-def test_the_jsonpaths_avoid_what_the_provider_cannot_parse():
-    for expr in (rollout.done("cfg"), rollout.check("cfg"), rollout.ready("cfg")):
-        body = expr.removeprefix("jsonpath=")
-        # The provider splits on "=" after protecting "==" and takes the first {...}: no "!=", no nested braces.
-        assert "!=" not in body and body.count("{") == 1 and body.count("}") == 1
-        assert len(body.replace("==", "\0").split("=")) <= 2
+def test_the_drain_settings_reach_the_mig_step_which_is_never_rendered():
+    """The drain runs inside the mig step (gpupool.k8s.mig_step), with the pool's kubectl-like switches; no
+    object of the plan, so nothing of the render, is the step."""
+    plan = manifests.build(_spec(max_unavailable=2, drain_timeout_seconds=45, force=True))
+    d3 = {d.node: d for d in plan.mig_steps["a100"]}["n3"]
+    assert (d3.drain, d3.drain_timeout_seconds, d3.force, d3.delete_empty_dir_data) == (True, 45, True, False)
+    assert not [o for o in plan.objects if o.name.endswith("_mig")]
+    for off in ({"cordon": False}, {"drain": False}):
+        assert not any(d.drain for d in manifests.build(_spec(**off)).mig_steps["a100"]), off
 
 
 def test_selector_pools_get_no_chain():
@@ -151,20 +149,19 @@ def test_diff_shows_the_rollout_of_the_nodes_that_change_and_new_nodes_apart():
     assert change.at_once == 2
     text = "\n".join(x for sentence, detail in _mig_lines(diffmod.compute(base, head)) for x in [sentence, *detail])
     assert "rollout: 2 waves of at most 2 nodes unavailable at once" in text and "n1, n2 → n3, n4" in text
-    assert "new node n5: labelled at once, no wait" in text
+    assert "new node n5: labelled at once, not in a wave" in text
 
 
-def test_a_drain_sits_between_ready_and_relabel_only_with_cordon_and_drain_and_is_never_rendered():
-    """Step 1c: a drain record per node, kept out of plan.objects (so out of the render); without the cordon
-    (the evicted pods would come straight back) or with `drain: false` the relabel follows the ready wait."""
-    plan = manifests.build(_spec(max_unavailable=2, drain_timeout_seconds=45))
-    drains = {d.node: d for d in plan.drains["a100"]}
-    assert list(drains) == list(NODES)
-    d3 = drains["n3"]
-    assert d3 == rollout.Drain("pool-a100.n3_drain", "n3", "a100-80gb-all-balanced", ("pool-a100.n3_mig-ready",), 45)
-    assert not [o for o in plan.objects if o.name.endswith("_drain")]
-    for off in ({"cordon": False}, {"drain": False}):
-        plan = manifests.build(_spec(max_unavailable=2, **off))
-        assert not plan.drains, off
-        objs = {o.name: o for o in plan.objects}
-        assert objs["pool-a100.n3_mig"].depends_on == ("pool-a100.n3_mig-ready",), off
+def test_each_patch_of_a_node_writes_its_marker_under_its_own_key():
+    """A refresh (gpupool stacks up runs one) reads each patch's fields back from the node: with one shared marker
+    annotation every patch but the last writer's would differ and be planned again (a re-cordon)."""
+    from components.k8s_objects import pulumi_only_annotations
+
+    for spec in (_spec(max_unavailable=2), _spec(cordon=False)):
+        by_node: dict[str, list[manifests.Desired]] = {}
+        for o in manifests.build(spec).objects:
+            if o.patch and o.kind == "Node":
+                by_node.setdefault(o.manifest["metadata"]["name"], []).append(o)
+        for node, patches in by_node.items():
+            keys = [k for p in patches for k in pulumi_only_annotations(p) if k.startswith(rollout.LAST_PATCH)]
+            assert len(keys) == len(set(keys)) == len(patches), (node, keys)

@@ -1,4 +1,6 @@
-"""The drain step's Pulumi dynamic provider (gpupool.k8s.rollout step 1c; the resource is components/drain_step.py).
+"""The drain step's Pulumi dynamic provider, as gpupool releases before the mig step registered it (the drain now runs
+inside the mig step, gpupool.k8s.mig_step). Kept importable: the engine unpickles a dynamic resource's provider
+from the state to delete it, so a stack that still holds drain steps needs this class once more, to drop them.
 
 The engine runs a dynamic provider in a process of its own (`pulumi-resource-pulumi-python`, which ships with the
 Pulumi CLI: `python -m pulumi.dynamic`), unpickling the provider object the program registered. dill pickles a
@@ -10,7 +12,7 @@ empty: $KUBECONFIG or ~/.kube/config and its current context, as the provider do
 deleteEmptyDirData (the pool's rollout settings named after kubectl drain's flags; gpupool.k8s.drain.Care).
 - diff reports a change only when node or config change, so create/update, which run on `up` and never on a
   preview, drain exactly when the node's config changes (a moved kubeconfig is no reason to drain);
-- like rollout.done(), the drain itself does nothing when the node's `mig-config-checked` record is missing or
+- the drain itself does nothing when the node's `mig-config-checked` record is missing or
   equals the config, or its `nvidia.com/mig.config` already is the config: nothing is reconfigured;
 - a DrainError fails the step: the relabel after it never runs, the node stays cordoned with its old label.
   The engine shows what the host sends on a failure, `traceback.format_exc()` (pulumi/dynamic/__main__.py,
@@ -31,7 +33,7 @@ DIFF_KEYS = ("node", "config")
 
 
 def changing(labels: dict[str, str], config: str) -> bool:
-    """The rule of rollout.done(): the node's config changes only when gpupool checked another config on it
+    """The old chain's rule: the node's config changes only when gpupool checked another config on it
     and its label is not already the target."""
     checked = labels.get(LABEL_CHECKED)
     return bool(checked) and checked != config and labels.get(LABEL_MIG_CONFIG) != config

@@ -35,6 +35,8 @@ LABEL_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
 MIG_CONFIGMAP = "gpupool-mig-config"
 # On the MIG ConfigMap: the old configs it keeps because nodes still carry them (gpupool.k8s.mig_in_use).
 ANNOTATION_KEPT = "gpupool.dev/kept-mig-configs"
+# On the device-plugin ConfigMap: the old sharing config keys it keeps because nodes still carry them.
+ANNOTATION_KEPT_PLUGIN = "gpupool.dev/kept-device-plugin-configs"
 PLUGIN_CONFIGMAP = "gpupool-device-plugin-config"
 # The device-plugin config key of whole (unshared) GPUs. Shared pools use their pool name as key; pool names
 # are DNS labels, which never contain a ".", so no pool can ever take this key over.
@@ -107,9 +109,11 @@ class Plan:
     mig_configs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # config name -> mig-parted entries
     plugin_configs: dict[str, dict[str, Any]] = field(default_factory=dict)  # ConfigMap key -> device-plugin config
     queues: QueueObjects | None = None  # the Kueue objects and the queue model they come from (with `queueing:`)
-    # pool name -> the drain steps of its MIG rollout (gpupool.k8s.rollout step 1c): registered by the NodePool
-    # component, never rendered (no object of the cluster holds them).
-    drains: dict[str, list[rollout.Drain]] = field(default_factory=dict)
+    # pool name -> the mig steps of its MIG rollout (gpupool.k8s.rollout step 2): registered by the NodePool
+    # component, never rendered (no object of the cluster holds them; a rendered node carries its final label).
+    mig_steps: dict[str, list[rollout.Reconfigure]] = field(default_factory=dict)
+    # pool name -> the drains before an MPS pool's re-key (rollout.rekey_chain), registered like the mig steps.
+    rekey_drains: dict[str, list[rollout.RekeyDrain]] = field(default_factory=dict)
 
     def by_component(self) -> dict[str, list[Desired]]:
         out: dict[str, list[Desired]] = {}
@@ -582,20 +586,51 @@ def max_per_pod_objects(spec: m.Spec, tenant: m.Tenant) -> list[Desired]:
 # -- The whole stack ----------------------------------------------------------------------------
 
 
-def build(spec: m.Spec, kept_mig_configs: Mapping[str, list[dict[str, Any]]] | None = None) -> Plan:
+def _step_object(component: str, step: rollout.Step) -> Desired:
+    return Desired(
+        component,
+        step.name,
+        step.manifest,
+        patch=True,
+        retain_on_delete=True,
+        depends_on=step.depends_on,
+        timeout_seconds=step.timeout_seconds,
+        wait_for=step.wait_for,
+        field_manager=step.field_manager,
+        ignore_changes=step.ignore_changes,
+    )
+
+
+def build(
+    spec: m.Spec,
+    kept_mig_configs: Mapping[str, list[dict[str, Any]]] | None = None,
+    kept_plugin_configs: Mapping[str, str] | None = None,
+) -> Plan:
     """The stack's desired objects. KEPT_MIG_CONFIGS: old MIG configs nodes still carry (gpupool.k8s.mig_in_use,
     read from the cluster by `pulumi up` and `gpupool render --kubeconfig`): in the ConfigMap after the spec's,
-    outside the config hash, so keeping them and later dropping them restarts no MIG Manager and arms no node."""
+    outside the config hash, so keeping them and later dropping them restarts no MIG Manager. KEPT_PLUGIN_CONFIGS:
+    the same for the device-plugin ConfigMap's sharing keys (key -> its live text)."""
     op = spec.cluster.operator
     opns = op.namespace
     mig_entries, mig_by_pool = mig_configs(spec)
-    mig_hash = content_hash(dump_yaml({"version": "v1", "mig-configs": mig_entries}))
+    # The config hash restarts every MIG Manager (the operator's DaemonSet roll). Rolled nodes do not need it: the
+    # mig step restarts each one's own pod in its turn (gpupool.k8s.mig_step). Nodes of selector-based pools,
+    # which their own tooling relabels, do: their pods must mount the new file before a relabel. So the hash
+    # covers those pools' configs only, and a re-layout of named nodes rolls nothing.
+    selected = {
+        mig_by_pool[p.name]: mig_entries[mig_by_pool[p.name]]
+        for p in spec.pools
+        if p.node_selector and p.name in mig_by_pool
+    }
+    mig_hash = content_hash(dump_yaml({"version": "v1", "mig-configs": dict(sorted(selected.items()))}))
     kept = {k: v for k, v in (kept_mig_configs or {}).items() if k not in mig_entries}
     mig_entries = {**mig_entries, **kept}
     mig_text = dump_yaml({"version": "v1", "mig-configs": mig_entries})
     plugin_docs, plugin_by_pool = device_plugin_configs(spec)
     plugin_data = {key: dump_yaml(doc) for key, doc in plugin_docs.items()}
     plugin_hash = content_hash(dump_yaml(plugin_data))
+    kept_plugin = {k: v for k, v in (kept_plugin_configs or {}).items() if k not in plugin_data}
+    plugin_data = {**plugin_data, **kept_plugin}
     plan = Plan(
         operator_chart(
             spec,
@@ -619,20 +654,6 @@ def build(spec: m.Spec, kept_mig_configs: Mapping[str, list[dict[str, Any]]] | N
             },
         )
     )
-    # Step 0 of every rolled node (gpupool.k8s.rollout.arm): before the ConfigMap changes, so that a node's
-    # state leaves `pending` only once its MIG Manager restarted with the new file.
-    arms = [rollout.arm(pool, node, mig_hash) for pool in spec.pools if pool.name in mig_by_pool for node in pool.nodes]
-    for step in arms:
-        plan.objects.append(
-            Desired(
-                "mig-config",
-                step.name,
-                step.manifest,
-                patch=True,
-                retain_on_delete=True,
-                ignore_changes=step.ignore_changes,
-            )
-        )
     plan.objects.append(
         Desired(
             "mig-config",
@@ -649,7 +670,7 @@ def build(spec: m.Spec, kept_mig_configs: Mapping[str, list[dict[str, Any]]] | N
                 },
                 "data": {"config.yaml": mig_text},
             },
-            depends_on=("gpu-operator-ns", *(step.name for step in arms)),
+            depends_on=("gpu-operator-ns",),
         )
     )
     plan.objects.append(
@@ -659,7 +680,12 @@ def build(spec: m.Spec, kept_mig_configs: Mapping[str, list[dict[str, Any]]] | N
             {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
-                "metadata": {"name": PLUGIN_CONFIGMAP, "namespace": opns, "labels": dict(MANAGED_BY)},
+                "metadata": {
+                    "name": PLUGIN_CONFIGMAP,
+                    "namespace": opns,
+                    "labels": dict(MANAGED_BY),
+                    **({"annotations": {ANNOTATION_KEPT_PLUGIN: ",".join(kept_plugin)}} if kept_plugin else {}),
+                },
                 "data": plugin_data,
             },
             depends_on=("gpu-operator-ns",),
@@ -677,35 +703,33 @@ def build(spec: m.Spec, kept_mig_configs: Mapping[str, list[dict[str, Any]]] | N
         if pool.node_selector:
             plan.node_group_labels[pool.name] = labels
         comp = f"pool:{pool.name}"
-        # MIG-capable named nodes get their mig.config label through the rolling chain (gpupool.k8s.rollout);
-        # the pool patch carries the other labels and comes after the chain.
-        chains = rollout.chain(pool, mig_by_pool[pool.name], ("mig-config",)) if pool.name in mig_by_pool else {}
-        own = {k: v for k, v in labels.items() if not (chains and k == LABEL_MIG_CONFIG)}
+        # MIG-capable named nodes get their mig.config label through the rolling chain (gpupool.k8s.rollout), whose
+        # mig step relabels; the pool patch comes after the chain and carries the final labels, that one too (the
+        # value is already there then, so MIG Manager, which answers a changed value only, sees nothing; and a
+        # plain apply of the render, which has no chain, labels the node).
+        chains = rollout.chain(pool, mig_by_pool[pool.name], ("mig-config",), opns) if pool.name in mig_by_pool else {}
+        own = labels
+        patch_names = {node: node_patch_name(pool, node) for node in pool.nodes}
+        # An MPS pool's re-key: cordon and drain before the pool patch relabels, uncordon after (rollout.rekey_chain).
+        rekeys = (
+            {}
+            if chains
+            else rollout.rekey_chain(pool, plugin_by_pool[pool.name], ("device-plugin-config",), patch_names)
+        )
         for node in pool.nodes:
-            for item in chains.get(node, ()):
-                if isinstance(item, rollout.Drain):
-                    plan.drains.setdefault(pool.name, []).append(item)
-                    continue
-                step = item
-                plan.objects.append(
-                    Desired(
-                        comp,
-                        step.name,
-                        step.manifest,
-                        patch=True,
-                        retain_on_delete=True,
-                        depends_on=step.depends_on,
-                        timeout_seconds=step.timeout_seconds,
-                        wait_for=step.wait_for,
-                        field_manager=step.field_manager,
-                        ignore_changes=step.ignore_changes,
-                    )
-                )
-            after = (chains[node][-1].name,) if node in chains else ()
+            after: tuple[str, ...] = ()
+            for item in [*chains.get(node, ()), *rekeys.get(node, ())[:2]]:
+                if isinstance(item, rollout.Reconfigure):
+                    plan.mig_steps.setdefault(pool.name, []).append(item)
+                elif isinstance(item, rollout.RekeyDrain):
+                    plan.rekey_drains.setdefault(pool.name, []).append(item)
+                else:
+                    plan.objects.append(_step_object(comp, item))
+                after = (item.name,)
             plan.objects.append(
                 Desired(
                     comp,
-                    node_patch_name(pool, node),
+                    patch_names[node],
                     {
                         # Plain labels; the component layer adds Pulumi's patchForce (components/k8s_objects.py).
                         "apiVersion": "v1",
@@ -717,6 +741,8 @@ def build(spec: m.Spec, kept_mig_configs: Mapping[str, list[dict[str, Any]]] | N
                     depends_on=("mig-config", "device-plugin-config") + after,
                 )
             )
+            if node in rekeys:
+                plan.objects.append(_step_object(comp, rekeys[node][2]))  # type: ignore[arg-type]
     for tier in spec.tiers:
         obj = {
             "apiVersion": "scheduling.k8s.io/v1",

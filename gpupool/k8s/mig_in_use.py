@@ -11,8 +11,13 @@ every such name the new spec dropped. A mig-parted config name stands for one co
 layout, or a content hash: manifests.mig_config_name), so the kept entries are exactly what that node has.
 
 Kept entries are not part of the config hash (manifests.build): keeping them rolls nothing, and dropping them
-on the first run after no node uses them is an in-place ConfigMap update that neither re-arms a node nor
-restarts a MIG Manager.
+on the first run after no node uses them is an in-place ConfigMap update that restarts no MIG Manager.
+
+The run that completes a re-layout therefore leaves the old names in the ConfigMap, and its own convergence
+check (`gpupool stacks up` previews with `--expect-no-changes` right after) would see them go: the run would
+fail although it did everything it should. So that preview runs with CONVERGENCE_ENV set, and then the names
+the live ConfigMap keeps (its ANNOTATION_KEPT) count as kept too: the check compares the stack with what this
+very run registered; the next run drops them.
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ from gpupool.k8s.rollout import LABEL_MIG_CONFIG
 from gpupool.model import platform as m
 
 CONFIG_KEY = "config.yaml"
+LABEL_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"  # manifests.LABEL_PLUGIN_CONFIG
+ANNOTATION_KEPT_PLUGIN = "gpupool.dev/kept-device-plugin-configs"  # manifests.ANNOTATION_KEPT_PLUGIN
+CONVERGENCE_ENV = "GPUPOOL_CONVERGENCE_CHECK"  # set by gpupool.deploy.stacks for its convergence preview
+ANNOTATION_KEPT = "gpupool.dev/kept-mig-configs"  # manifests.ANNOTATION_KEPT (manifests imports this module's callers)
 PAGE = 500  # nodes per list call
 
 Api = Callable[..., tuple[int, Any]]  # kubeclient.Client: (method, path, body=None) -> (status, JSON)
@@ -92,8 +101,18 @@ def list_nodes(api: Api, label_selector: str | None = None) -> list[dict[str, An
             return items
 
 
-def read_kept(api: Api, namespace: str, config_map: str, wanted: Mapping[str, Any]) -> dict[str, Any]:
-    """What kept() returns for the cluster API answers: its nodes' labels and the live MIG ConfigMap."""
+def listed_as_kept(config_map: Mapping[str, Any] | None) -> set[str]:
+    """The names a live MIG ConfigMap's ANNOTATION_KEPT lists (the configs the run that wrote it kept)."""
+    annotations = ((config_map or {}).get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(ANNOTATION_KEPT)
+    return {n for n in value.split(",") if n} if isinstance(value, str) else set()
+
+
+def read_kept(
+    api: Api, namespace: str, config_map: str, wanted: Mapping[str, Any], *, as_written: bool = False
+) -> dict[str, Any]:
+    """What kept() returns for the cluster API answers: its nodes' labels and the live MIG ConfigMap. AS_WRITTEN
+    (the convergence check): the names the live ConfigMap says it keeps count as in use too."""
     status, obj = api("GET", f"/api/v1/namespaces/{namespace}/configmaps/{config_map}")
     if status == 404:
         return {}  # no ConfigMap yet: nothing to keep
@@ -102,10 +121,15 @@ def read_kept(api: Api, namespace: str, config_map: str, wanted: Mapping[str, An
     live = live_configs(obj)
     if not live:
         return {}
-    return kept(names_in_use(_nodes(api)), live, wanted)
+    in_use = names_in_use(_nodes(api))
+    if as_written:
+        in_use |= listed_as_kept(obj)
+    return kept(in_use, live, wanted)
 
 
-def read_kept_for(spec: m.Spec, kubeconfig: str | None, context: str | None) -> dict[str, Any]:
+def read_kept_for(
+    spec: m.Spec, kubeconfig: str | None, context: str | None, *, as_written: bool = False
+) -> dict[str, Any]:
     """read_kept() for SPEC's cluster through a kubeconfig (a path or its contents; None: the ambient one): what
     the program reads before registering and `gpupool render --kubeconfig` reads. Every failure is a
     LiveReadError that says what could not be read."""
@@ -114,6 +138,64 @@ def read_kept_for(spec: m.Spec, kubeconfig: str | None, context: str | None) -> 
     wanted, _ = manifests.mig_configs(spec)
     try:
         api = kubeclient.Client(kubeconfig, context, timeout=15)
-        return read_kept(api, spec.cluster.operator.namespace, manifests.MIG_CONFIGMAP, wanted)
+        return read_kept(api, spec.cluster.operator.namespace, manifests.MIG_CONFIGMAP, wanted, as_written=as_written)
     except (kubeclient.KubeAPIError, kubeclient.KubeconfigError, LiveReadError) as exc:
         raise LiveReadError(f"cannot read which MIG configs the cluster's nodes carry: {exc}") from None
+
+
+# -- Device-plugin config keys -------------------------------------------------------------------
+#
+# The same, for the device-plugin ConfigMap. An MPS pool's key changes with its config (manifests.mps_config_key)
+# and a time-slicing pool's key is its name; a node carries one as `nvidia.com/device-plugin.config` until
+# gpupool relabels it (its pool patch, applied after the ConfigMap). The sharing edit's config hash restarts
+# the device plugin on every node meanwhile, and on a node whose label names a key the new ConfigMap lacks,
+# the plugin pod's config-manager-init exits ("specified config ... does not exist", k8s-device-plugin v0.20.0
+# cmd/config-manager/main.go 351-357): the node advertises no GPUs until it is relabelled, which for a
+# selector-based pool is the team's own tooling. So keys nodes carry stay, with their live content, until no
+# node carries them; outside the config hash too, so dropping them restarts nothing.
+
+
+def keys_in_use(nodes: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The `nvidia.com/device-plugin.config` values NODES carry."""
+    out = set()
+    for node in nodes:
+        value = ((node.get("metadata") or {}).get("labels") or {}).get(LABEL_PLUGIN_CONFIG)
+        if isinstance(value, str) and value:
+            out.add(value)
+    return out
+
+
+def read_kept_plugin(
+    api: Api, namespace: str, config_map: str, wanted: Mapping[str, Any], *, as_written: bool = False
+) -> dict[str, str]:
+    """The live device-plugin ConfigMap's keys (key -> its text) that nodes carry and WANTED (the spec's keys)
+    lacks; AS_WRITTEN: also those its ANNOTATION_KEPT_PLUGIN lists (the convergence check, see above)."""
+    status, obj = api("GET", f"/api/v1/namespaces/{namespace}/configmaps/{config_map}")
+    if status == 404:
+        return {}
+    if status != 200:
+        raise LiveReadError(f"reading ConfigMap {namespace}/{config_map} answered HTTP {status}")
+    data = (obj or {}).get("data") or {}
+    if not isinstance(data, dict):
+        raise LiveReadError(f"the live ConfigMap {namespace}/{config_map} has no data map")
+    in_use = keys_in_use(list_nodes(api, LABEL_PLUGIN_CONFIG))
+    if as_written:
+        value = (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_KEPT_PLUGIN)
+        in_use |= {k for k in value.split(",") if k} if isinstance(value, str) else set()
+    return {k: data[k] for k in sorted(in_use) if k not in wanted and isinstance(data.get(k), str)}
+
+
+def read_kept_plugin_for(
+    spec: m.Spec, kubeconfig: str | None, context: str | None, *, as_written: bool = False
+) -> dict[str, str]:
+    """read_kept_plugin() for SPEC's cluster (what read_kept_for() is for the MIG ConfigMap)."""
+    from gpupool.k8s import kubeclient, manifests
+
+    wanted, _ = manifests.device_plugin_config(spec)
+    try:
+        api = kubeclient.Client(kubeconfig, context, timeout=15)
+        return read_kept_plugin(
+            api, spec.cluster.operator.namespace, manifests.PLUGIN_CONFIGMAP, wanted, as_written=as_written
+        )
+    except (kubeclient.KubeAPIError, kubeclient.KubeconfigError, LiveReadError) as exc:
+        raise LiveReadError(f"cannot read which device-plugin configs the cluster's nodes carry: {exc}") from None

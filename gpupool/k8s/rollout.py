@@ -1,61 +1,31 @@
-"""Rolling MIG re-layout: the per-node chain of NodePatches that reconfigures a pool a few nodes at a time.
+"""Rolling MIG re-layout: the per-node chain that reconfigures a pool a few nodes at a time.
 
 MIG Manager (NVIDIA/mig-parted `cmd/nvidia-mig-manager`) reconfigures a node when its `nvidia.com/mig.config`
-label *changes* (or when it starts), reports `nvidia.com/mig.config.state` = pending, then success or failed,
+label *changes* (or when its pod starts), reports `nvidia.com/mig.config.state` = pending, then success or failed,
 and drains nothing itself. Relabelling a whole pool at once reconfigures every node at once. So for each named
 node of a MIG-capable pool gpupool registers, in this order:
 
-0. `<node>-mig-arm` (before the MIG ConfigMap, in the mig-config component): `mig.config.state: pending` and an
-   annotation with the hash of the MIG config text, so it is applied exactly when the ConfigMap changes.
-   MIG Manager asserts the selected name against its *mounted* config file (mig-parted v0.15.0
-   `pkg/mig/reconfigure/reconfigure.go` 137-140, `assert --valid-config`), which kubelet refreshes only on its
-   own sync; a changed ConfigMap reaches it for certain when the config-hash roll restarts its pod. A restarted
-   pod runs once for the label it read at start (`cmd/nvidia-mig-manager/main.go` 431-446 and the informer's
-   AddFunc, 569-571) and writes success or failed (reconfigure.go 137-146) over this `pending`. So after the
-   arm, a node whose state is no longer `pending` has a MIG Manager that mounts the new file and is idle.
-   A node of a later wave still carries its old config then, which the new file keeps while a node carries
-   it (gpupool.k8s.mig_in_use), so its restarted pod writes success, not failed.
-1. `<node>-cordon` (rollout.cordon): `spec.unschedulable: true`, plus an annotation naming the target config
+1. `<node>_cordon` (rollout.cordon): `spec.unschedulable: true`, plus an annotation naming the target config
    so that it is re-applied on every layout change.
-1b. `<node>-mig-ready`: an annotation naming the config, with a waitFor (`ready()`) until the node's MIG
-   Manager restarted after the arm (state success or failed). Relabelling earlier would let the old pod assert
-   the new name against its old file ("selected mig-config not present": failed), or let the restarting
-   pod's start-up run write a stale `success` for the old config after step 2's `pending`.
-1c. `<node>-drain` (with cordon and drain on): not a node patch but a step of its own (a Pulumi dynamic
-   resource, components/drain_step.py) that evicts the node's GPU pods through the Eviction API, budgets
-   respected, and waits until they are gone (gpupool.k8s.drain). NVIDIA requires that no workload runs on GPUs
-   being reconfigured; MIG Manager pauses only the operator's own clients. It drains only when the node's config
-   changes, by done()'s rule. It refuses, before evicting anything, GPU pods no controller owns or with emptyDir
-   data (unless the pool's `rollout.force` / `rollout.deleteEmptyDirData`, kubectl drain's flags) and GPU pods of
-   a DaemonSet; that, or a pod blocked at `drainTimeoutSeconds` or not gone within its grace period, fails it:
-   the relabel (which is what sets MIG Manager off) never runs, the node stays cordoned with its old config. It is not in the render (kubectl has nothing to apply for it).
-2. `<node>-mig`: the `nvidia.com/mig.config` label and, in the same server-side apply, `mig.config.state:
-   pending`. Writing pending together with the new config closes the stale-success race: the previous
-   layout's `success` is gone before anything waits (observed on this toolchain: without it the wait passed
-   on the old `success` in 1.4 s). `pulumi.com/waitFor` (`done()` below) then waits until the state is success or
-   failed. The wait runs only when this patch changes, that is when the node's config changes.
-3. `<node>-mig-check`: the label `gpupool.dev/mig-config-checked` recording the config, with a waitFor
-   (CHECK below) that passes on success and errors on failed; a failed node therefore stops the rollout
-   within seconds, naming the node (resource name) and its state (the error quotes its labels), and stays
-   cordoned.
-4. `<node>-uncordon` (rollout.cordon): the cordon's field manager applying without `spec.unschedulable`
-   (which releases and so removes it), and an annotation naming the config (so
-   that, like every step, it changes, and runs again, exactly when the node's config changes).
-
-waitFor treats `failed` as "not yet", so `done()` accepts both outcomes and CHECK turns failed into an error.
+2. `<node>_mig`: not a node patch but a step of its own (a Pulumi dynamic resource, components/mig_step.py;
+   what it does is gpupool.k8s.mig_step): drain the node's GPU pods (rollout.drain, gpupool.k8s.drain), restart
+   *that node's* MIG Manager pod and wait for its start-up run (so it mounts the new MIG ConfigMap), relabel
+   with `pending` and wait for MIG Manager's `success` or `failed`, then record the config in the label
+   `gpupool.dev/mig-config-checked`; `failed` or a timeout stops the rollout with the node cordoned. It runs
+   on `up` only, exactly when the node's config changes, and again after an interrupted run, which it finishes
+   (a rerun finds the node's labels and restarts its MIG Manager where a relabel alone would not be answered).
+3. `<node>_uncordon` (rollout.cordon): the cordon's field manager applying without `spec.unschedulable`
+   (which releases and so removes it), and an annotation naming the config (so that, like every step, it
+   changes, and runs again, exactly when the node's config changes).
 
 At most `maxUnavailable` nodes are in that chain at once: nodes are taken in spec order in waves of that size,
 and every step 1 of a wave depends on the last step of every node of the previous wave. A node whose config does
-not change has no changed patch, so it passes at once. A chain that is *created* (first up, a new node, a
-fresh stack adopting labelled nodes) cannot see the label value its apply replaced, so `done()` does not wait when
-the node's `mig-config-checked` record is missing (a node gpupool never rolled: new, or labelled by a gpupool
-without rollouts) or already equals the config (nothing changes; MIG Manager, which answers only a changed
-label, would never answer). In those cases the `pending` written by step 2 stays until MIG Manager next
-reconfigures the node; the GPU Operator itself never reads the state label (checked in its source).
+not change has no changed step, so it passes at once. The MIG ConfigMap change itself restarts no MIG Manager
+(the config hash in the operator's env covers only the configs of selector-based pools, whose nodes gpupool
+does not roll: gpupool.k8s.manifests.build); each rolled node's pod is restarted in its turn instead, which
+costs that node seconds rather than a wait for the operator's fleet-wide DaemonSet roll.
 
-Timeouts are Pulumi customTimeouts, not the `pulumi.com/timeoutSeconds` annotation: an annotation is an input,
-and changing it would re-apply the patch (and its pending state) without a config change, which MIG Manager
-would never answer.
+Timeouts: the step's own waits use rollout.nodeTimeoutSeconds; cordon and uncordon do not wait.
 """
 
 from __future__ import annotations
@@ -69,68 +39,19 @@ from gpupool.model import platform as m
 
 LABEL_STATE = "nvidia.com/mig.config.state"
 LABEL_MIG_CONFIG = "nvidia.com/mig.config"
-# gpupool's own record on the node: the config its last check looked at (written by the check step, after the
-# wait for MIG Manager). It is what tells "this config is already there" from "this config is new" when a
-# chain is *created* rather than updated: a fresh stack adopting labelled nodes, or state recovered after a
-# loss. A wait only runs when a patch is applied, and an applied patch cannot see the value it replaced.
+# gpupool's own record on the node: the config MIG Manager last reported `success` for there, written by the
+# mig step (gpupool.k8s.mig_step): with the label the same, the GPUs have that config, so no drain is needed.
 LABEL_CHECKED = "gpupool.dev/mig-config-checked"
 ANNOTATION_TARGET = "gpupool.dev/mig-config-target"  # on the cordon patch: the config this cordon is for
 ANNOTATION_APPLIED = "gpupool.dev/mig-config-applied"  # on the uncordon patch: the rollout of this config is done
-ANNOTATION_ARMED = "gpupool.dev/mig-config-hash"  # on the arm patch: the MIG config text its MIG Manager must mount
-ANNOTATION_READY = "gpupool.dev/mig-config-ready"  # on the ready patch: the config its MIG Manager can now see
-CHECK_TIMEOUT_SECONDS = 10
+# Written by the arm and ready patches of gpupool releases before the mig step (nodes may still carry them;
+# gpupool.k8s.gitops leaves them out of a rendered node's final state).
+ANNOTATION_ARMED = "gpupool.dev/mig-config-hash"
+ANNOTATION_READY = "gpupool.dev/mig-config-ready"
 # Cordon and uncordon apply as one field manager: uncordon is that manager applying without
 # spec.unschedulable, which releases (and so removes) the field. Applying `unschedulable: false` instead
 # does not take the field over (false is the omitted default): the node stayed cordoned (e2e).
 CORDON_MANAGER = "gpupool-rollout-cordon"
-
-_STATE = f"@['{LABEL_STATE}']"
-_CHECKED = f"@['{LABEL_CHECKED}']"
-# The node's config is already the one gpupool checked last: re-applying it is no change (MIG Manager reacts to
-# a *changed* label only, so waiting for it would wait forever).
-_ALREADY = f"{_CHECKED} == @['{LABEL_MIG_CONFIG}']"
-
-
-def done(config: str) -> str:
-    """waitFor for step 2, on the labels map (the only member of metadata carrying the mig.config key): the
-    node carries `config` and is done either way, or gpupool never checked it (new, or labelled by a gpupool
-    without rollouts: nothing to tell a change by), or nothing changes.
-
-    `config` must be in the condition: the provider evaluates it on the last object its (shared) informer
-    delivered, and a Node's generation does not move on label changes, so an event older than this very
-    apply is accepted too (seen in e2e: a node whose previous `success` was observed after the relabel passed
-    in 0.14 s). Such an object still has the old config."""
-    return (
-        f"jsonpath={{.metadata[?@['{LABEL_MIG_CONFIG}'] == '{config}' && ({_STATE} == 'success' "
-        f"|| {_STATE} == 'failed' || !{_CHECKED} || {_ALREADY})]}}"
-    )
-
-
-def ready(config: str) -> str:
-    """waitFor for step 1b, on the labels map (the only member of metadata that can carry the state key): MIG
-    Manager moved the state on from the arm's `pending` (it restarted with the new file and its start-up run is
-    over), or nothing changes (`checked` is this config: a created chain), or gpupool never rolled the node (new:
-    nothing runs there to wait for). The comparisons come first (see check())."""
-    return (
-        f"jsonpath={{.metadata[?{_STATE} == 'success' || {_STATE} == 'failed' || {_CHECKED} == '{config}' "
-        f"|| ({_STATE} && !{_CHECKED})]}}"
-    )
-
-
-def check(config: str) -> str:
-    """waitFor for step 3. This patch writes LABEL_CHECKED first, so here only the state matters: after `done()` it
-    is success or failed for a real change, and pending where `done()` did not wait (nothing was changed; our own
-    `pending` stays until MIG Manager next reconfigures). A descendant query over metadata: its first result is
-    the labels map when the state is neither (a map compared with a value is an error that quotes it: node and
-    state), otherwise the label this very patch writes, which equals `config`. ("!=" is avoided: the provider
-    splits on "=")."""
-    # `checked == config` in the filter: an informer event older than this apply (see done()) is not an error.
-    # The comparison comes first: theory/jsonpath v0.9.0 (the provider's) fails to parse `@[a] && @[b] == 'v' && c`.
-    return (
-        f"jsonpath={{.metadata..[?{_CHECKED} == '{config}' && @['{LABEL_MIG_CONFIG}'] "
-        f"&& !({_STATE} == 'success' || {_STATE} == 'pending'), '{LABEL_CHECKED}']}}={config}"
-    )
-
 
 # Every gpupool node patch writes its own marker here and first waits to observe it. The provider evaluates a
 # wait on, and returns as the patch's outputs, the last object its informer delivered; for a Node that can be
@@ -147,10 +68,18 @@ def node_patch_marker(name: str, manifest: dict[str, Any]) -> str:
     return f"{name}.{digest}"
 
 
-def node_patch_wait(marker: str, wait_for: str | None) -> str:
-    """The `pulumi.com/waitFor` of a node patch: a JSON array (all must hold) of its own apply observed, then
-    the step's own wait, if any."""
-    conditions = [f"jsonpath={{.metadata.annotations['{LAST_PATCH}']}}={marker}"]
+def last_patch_key(name: str) -> str:
+    """The annotation a node patch writes its marker to: one per kind of patch of a node (its Pulumi name's
+    "_step" suffix; the pool patch has none). Patches of one node sharing one key made a refresh (which `gpupool
+    stacks up` runs) read another patch's marker into each and plan them again: a re-cordon (seen in e2e)."""
+    step = name.rpartition("_")[2] if "_" in name else "labels"
+    return f"{LAST_PATCH}-{step}"
+
+
+def node_patch_wait(marker: str, wait_for: str | None, key: str = LAST_PATCH) -> str:
+    """The `pulumi.com/waitFor` of a node patch: a JSON array (all must hold) of its own apply observed (its
+    marker under KEY), then the step's own wait, if any."""
+    conditions = [f"jsonpath={{.metadata.annotations['{key}']}}={marker}"]
     if wait_for:
         conditions.append(wait_for)
     return json.dumps(conditions)
@@ -167,20 +96,10 @@ def names(pool: m.NodePool, node: str) -> dict[str, str]:
     """Pulumi names of a node's chain, in order (without cordon/uncordon when the pool does not cordon):
     the node's pool-patch name plus "_step" ("_" never occurs in pool or node names, so nothing collides)."""
     base = f"pool-{pool.name}.{node}"
-    steps = (
-        ("arm", "mig-arm"),
-        ("cordon", "cordon"),
-        ("ready", "mig-ready"),
-        ("drain", "drain"),
-        ("mig", "mig"),
-        ("check", "mig-check"),
-        ("uncordon", "uncordon"),
-    )
+    steps = (("cordon", "cordon"), ("mig", "mig"), ("uncordon", "uncordon"))
     out = {step: bounded(f"{base}_{suffix}") for step, suffix in steps}
     if not pool.rollout.cordon:
         del out["cordon"], out["uncordon"]
-    if not pool.rollout.drains:
-        del out["drain"]
     return out
 
 
@@ -213,44 +132,44 @@ class Step(NamedTuple):
     field_manager: str | None = None  # CORDON_MANAGER for cordon and uncordon
 
 
-class Drain(NamedTuple):
-    """Step 1c: evict NODE's GPU pods before the relabel to CONFIG (components/drain_step.py registers it)."""
+class Reconfigure(NamedTuple):
+    """Step 2: NODE's MIG reconfiguration to CONFIG (components/mig_step.py registers it; gpupool.k8s.mig_step runs it)."""
 
     name: str  # Pulumi name
     node: str
     config: str  # the target MIG config: the step runs again exactly when it changes
+    namespace: str  # the GPU Operator's namespace, where the node's MIG Manager pod runs
     depends_on: tuple[str, ...]
-    timeout_seconds: int
+    timeout_seconds: int  # the pool's nodeTimeoutSeconds, for each of the step's waits
+    drain: bool = False  # the pool's rollout.drain (with cordon)
+    drain_timeout_seconds: int = 0
     force: bool = False  # the pool's rollout.force (kubectl drain --force)
     delete_empty_dir_data: bool = False  # the pool's rollout.deleteEmptyDirData (kubectl --delete-emptydir-data)
 
 
-IGNORE_STATE = f'metadata.labels["{LABEL_STATE}"]'
 IGNORE_CORDON = "spec.unschedulable"
+IGNORE_WAIT = 'metadata.annotations["pulumi.com/waitFor"]'
 
 
-def arm(pool: m.NodePool, node: str, config_hash: str) -> Step:
-    """Step 0 of NODE: registered before the MIG ConfigMap (which depends on it), applied exactly when the
-    ConfigMap's content (CONFIG_HASH) changes. Like step 2's `pending`, MIG Manager moves the state on."""
-    return Step(
-        names(pool, node)["arm"],
-        node_manifest(node, labels={LABEL_STATE: "pending"}, annotations={ANNOTATION_ARMED: config_hash}),
-        (),
-        ignore_changes=(IGNORE_STATE,),
-    )
+def refresh_proof(name: str) -> tuple[str, ...]:
+    """What a cordon or uncordon patch does not diff: the node's `pulumi.com/waitFor` and its own marker. Several
+    patches write that one annotation to a node (the last writer's stays), and the uncordon's apply, by the
+    cordon's field manager, releases the cordon's marker; a refresh (which `gpupool stacks up` runs) reads both
+    back from the node, and would otherwise plan the cordon again: a re-cordon (seen in e2e)."""
+    return (IGNORE_WAIT, f'metadata.annotations["{last_patch_key(name)}"]')
 
 
-def chain(pool: m.NodePool, config: str, after: tuple[str, ...]) -> dict[str, list[Step | Drain]]:
-    """node -> its steps 1-4, in order, for the pool's named nodes, waves chained (step 0 is arm()). `after`:
-    what the first wave waits for (the MIG ConfigMap). The waitFor expressions are Pulumi's: the component
-    puts them into the `pulumi.com/waitFor` annotation, the rendered YAML only names them in a comment."""
-    out: dict[str, list[Step | Drain]] = {}
+def chain(pool: m.NodePool, config: str, after: tuple[str, ...], namespace: str) -> dict[str, list[Step | Reconfigure]]:
+    """node -> its steps, in order, for the pool's named nodes, waves chained. `after`: what the first wave
+    waits for (the MIG ConfigMap); NAMESPACE: the GPU Operator's."""
+    out: dict[str, list[Step | Reconfigure]] = {}
     previous = after
+    r = pool.rollout
     for wave in waves(pool):
         ends = []
         for node in wave:
             n = names(pool, node)
-            steps: list[Step | Drain] = []
+            steps: list[Step | Reconfigure] = []
             deps = previous
             if "cordon" in n:
                 steps.append(
@@ -258,56 +177,109 @@ def chain(pool: m.NodePool, config: str, after: tuple[str, ...]) -> dict[str, li
                         n["cordon"],
                         node_manifest(node, annotations={ANNOTATION_TARGET: config}, unschedulable=True),
                         deps,
-                        ignore_changes=(IGNORE_CORDON,),
+                        ignore_changes=(IGNORE_CORDON, *refresh_proof(n["cordon"])),
                         field_manager=CORDON_MANAGER,
                     )
                 )
                 deps = (n["cordon"],)
             steps.append(
-                Step(
-                    n["ready"],
-                    node_manifest(node, annotations={ANNOTATION_READY: config}),
-                    deps,
-                    pool.rollout.node_timeout_seconds,
-                    ready(config),
-                )
-            )
-            deps = (n["ready"],)
-            if "drain" in n:
-                r = pool.rollout
-                steps.append(
-                    Drain(n["drain"], node, config, deps, r.drain_timeout_seconds, r.force, r.delete_empty_dir_data)
-                )
-                deps = (n["drain"],)
-            steps.append(
-                Step(
+                Reconfigure(
                     n["mig"],
-                    node_manifest(node, labels={LABEL_MIG_CONFIG: config, LABEL_STATE: "pending"}),
+                    node,
+                    config,
+                    namespace,
                     deps,
-                    pool.rollout.node_timeout_seconds,
-                    done(config),
-                    (IGNORE_STATE,),
-                )
-            )
-            steps.append(
-                Step(
-                    n["check"],
-                    node_manifest(node, labels={LABEL_CHECKED: config}),
-                    (n["mig"],),
-                    CHECK_TIMEOUT_SECONDS,
-                    check(config),
+                    r.node_timeout_seconds,
+                    r.drains,
+                    r.drain_timeout_seconds if r.drains else 0,
+                    r.force,
+                    r.delete_empty_dir_data,
                 )
             )
             if "uncordon" in n:
                 steps.append(
                     Step(
                         n["uncordon"],
-                        node_manifest(node, annotations={ANNOTATION_APPLIED: config}),
-                        (n["check"],),
+                        # The cordon's annotation too: the same field manager applying without it would release
+                        # it, and a refresh would then find the cordon changed and plan it again (a re-cordon).
+                        node_manifest(node, annotations={ANNOTATION_TARGET: config, ANNOTATION_APPLIED: config}),
+                        (n["mig"],),
+                        ignore_changes=refresh_proof(n["uncordon"]),
                         field_manager=CORDON_MANAGER,
                     )
                 )
             out[node] = steps
             ends.append(steps[-1].name)
+        previous = tuple(ends)
+    return out
+
+
+# -- MPS re-keys ---------------------------------------------------------------------------------
+#
+# An MPS pool's device-plugin config key changes with its config (manifests.mps_config_key), and the pool patch
+# relabels the node to the new key; the MPS control daemon's config-manager sidecar then sends it SIGHUP, and the
+# daemon stops and starts again with the new limits (k8s-device-plugin v0.20.0 cmd/mps-control-daemon/main.go
+# 108-162). Stopping (cmd/mps-control-daemon/mps/daemon.go 161-185, Stop) sends `quit` to the control daemon,
+# resets the GPUs' compute mode to Default and removes the daemon's pipe/log directory while clients may be
+# attached; nothing in that source keeps or re-attaches a running client, so what an attached client sees is
+# not shown to be harmless (inferred: at best it keeps running with its old limits, unaccounted by the new
+# daemon). So with the pool's cordon and drain on, each named node of an MPS pool is cordoned, its GPU pods
+# drained (gpupool.k8s.drain, kubectl drain's care), then relabelled by its pool patch, then uncordoned, in
+# waves of rollout.maxUnavailable, exactly when its key changes.
+
+ANNOTATION_SHARING_TARGET = "gpupool.dev/sharing-config-target"  # on the re-key cordon/uncordon: the key
+
+
+class RekeyDrain(NamedTuple):
+    """Evict NODE's GPU pods before its relabel to device-plugin config KEY (gpupool.deploy.rekey_drain_provider)."""
+
+    name: str
+    node: str
+    key: str
+    depends_on: tuple[str, ...]
+    timeout_seconds: int
+    force: bool = False
+    delete_empty_dir_data: bool = False
+
+
+def rekey_names(pool: m.NodePool, node: str) -> dict[str, str]:
+    base = f"pool-{pool.name}.{node}"
+    return {s: bounded(f"{base}_{s}") for s in ("rekey-cordon", "rekey-drain", "rekey-uncordon")}
+
+
+def rekey_chain(
+    pool: m.NodePool, key: str, after: tuple[str, ...], pool_patch: dict[str, str]
+) -> dict[str, list[Step | RekeyDrain]]:
+    """node -> [cordon, drain, uncordon] for an MPS pool's named nodes (the pool patch, POOL_PATCH[node], goes
+    between drain and uncordon: manifests.build makes it depend on the drain), waves chained; {} unless the
+    pool cordons and drains."""
+    if not (pool.sharing.mps and pool.rollout.drains and pool.nodes):
+        return {}
+    out: dict[str, list[Step | RekeyDrain]] = {}
+    previous = after
+    r = pool.rollout
+    for wave in waves(pool):
+        ends = []
+        for node in wave:
+            n = rekey_names(pool, node)
+            cordon = Step(
+                n["rekey-cordon"],
+                node_manifest(node, annotations={ANNOTATION_SHARING_TARGET: key}, unschedulable=True),
+                previous,
+                ignore_changes=(IGNORE_CORDON, *refresh_proof(n["rekey-cordon"])),
+                field_manager=CORDON_MANAGER,
+            )
+            drain = RekeyDrain(
+                n["rekey-drain"], node, key, (cordon.name,), r.drain_timeout_seconds, r.force, r.delete_empty_dir_data
+            )
+            uncordon = Step(
+                n["rekey-uncordon"],
+                node_manifest(node, annotations={ANNOTATION_SHARING_TARGET: key}),
+                (pool_patch[node],),
+                ignore_changes=refresh_proof(n["rekey-uncordon"]),
+                field_manager=CORDON_MANAGER,
+            )
+            out[node] = [cordon, drain, uncordon]
+            ends.append(uncordon.name)
         previous = tuple(ends)
     return out

@@ -21,6 +21,14 @@ It follows NVIDIA/mig-parted v0.15.0 (paths and lines at tag v0.15.0) and the GP
   (RollingUpdate, maxUnavailable 1; the template has no readiness probe, so a new pod counts as available when
   it runs), `restart_delay` apart, in reverse node order (the controller promises no order; this one makes the
   first wave's nodes restart last). A replaced pod's run in flight is abandoned.
+- The pods are objects of the API server (`pods=True`): one `nvidia-mig-manager-*` pod per node, labelled
+  `app: nvidia-mig-manager` as the operator's DaemonSet template labels them (gpu-operator v26.7.0
+  `assets/state-mig-manager/0600_daemonset.yaml` lines 7-15), bound to its node. No kubelet or DaemonSet
+  controller runs here, so the simulator is both: a pod whose deletion started is removed (grace period 0,
+  as kubelet does once its containers stopped) and its run in flight abandoned, and `restart_delay` after a
+  node's pod is gone a new one is created, which mounts the ConfigMap as it is then and makes its start-up
+  run for the label it lists (main.go 569-571, 436-446). This is how gpupool's mig step restarts one node's
+  MIG Manager (gpupool.k8s.mig_step), and how the roll below replaces pods.
 `restart(node)` replaces a node's pod at once, as deleting it by hand does.
 
 The same thread samples every node (labels, unschedulable, reconfiguring) every `interval` seconds and keeps a
@@ -85,6 +93,7 @@ class MigManagerSim:
     restart_delay: float = 0.5
     mount_lag: float | None = None
     namespace: str = "gpu-operator"
+    pods: bool = True  # the MIG Manager pods as API objects (see the module docstring)
 
     def __post_init__(self):
         self.events: list[Event] = []
@@ -95,11 +104,12 @@ class MigManagerSim:
         self._pods: dict[str, _Pod | None] = {}
         self._template: str | None = None
         self._roll: list[str] = []  # nodes still to be replaced by the current roll
-        self._rolling: str | None = None  # the node whose pod the roll deleted; its replacement is due at:
-        self._next_roll_at = 0.0
+        self._rolling: str | None = None  # the node whose pod the roll deleted last
         self._config: dict[str, str] = {}
         self._config_changed_at = 0.0
         self._requests: list[str] = []  # restart(node) calls, handled by the loop
+        self._due: dict[str, float] = {}  # node -> when its replacement pod is created (its old one is gone)
+        self._generation = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._t0 = time.monotonic()
@@ -126,11 +136,21 @@ class MigManagerSim:
             self.gpus[node] = self._config.get(config) if config else None
             if config and self.gpus[node] is None:
                 self._gpus_named[node] = config  # the GPUs have this config; what it holds is read once it is there
+        if self.pods:
+            live = self._live_pods()
+            for node in self.nodes:
+                if node not in live and not self._create_pod(node):
+                    self._pods[node] = None  # no pod until the namespace is there (the loop retries)
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
+
+    def delete_pods(self) -> None:
+        """Remove the pod objects (a test module's end: the next simulator makes its own)."""
+        for pod in self._live_pods(all_=True).values():
+            self._delete_pod_object(pod)
 
     def now(self) -> float:
         return time.monotonic() - self._t0
@@ -181,6 +201,47 @@ class MigManagerSim:
             return None
         return json.dumps(obj["spec"]["template"], sort_keys=True)
 
+    def _live_pods(self, all_: bool = False) -> dict[str, dict]:
+        """node -> its MIG Manager pod object (with all_, those being deleted too)."""
+        status, obj = self.cp.api(
+            "GET", f"/api/v1/namespaces/{self.namespace}/pods", params={"labelSelector": f"app={DAEMONSET}"}
+        )
+        out: dict[str, dict] = {}
+        for pod in obj.get("items", []) if status == 200 else []:
+            node = pod.get("spec", {}).get("nodeName")
+            if node in self.nodes and (all_ or not pod["metadata"].get("deletionTimestamp")):
+                out[node] = pod
+        return out
+
+    def _deleting_pods(self) -> list[dict]:
+        status, obj = self.cp.api(
+            "GET", f"/api/v1/namespaces/{self.namespace}/pods", params={"labelSelector": f"app={DAEMONSET}"}
+        )
+        items = obj.get("items", []) if status == 200 else []
+        return [p for p in items if p["metadata"].get("deletionTimestamp") and p["spec"].get("nodeName") in self.nodes]
+
+    def _create_pod(self, node: str) -> bool:
+        """False when the API server refuses (the operator namespace is not there yet): retried later."""
+        self._generation += 1
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{DAEMONSET}-{node}-{self._generation}", "labels": {"app": DAEMONSET}},
+            "spec": {"nodeName": node, "containers": [{"name": "main", "image": "registry.invalid/mig-manager"}]},
+        }
+        status, _ = self.cp.api("POST", f"/api/v1/namespaces/{self.namespace}/pods", pod)
+        return status == 201
+
+    def _delete_pod_object(self, pod: dict) -> None:
+        meta = pod["metadata"]
+        body = {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "gracePeriodSeconds": 0,
+            "preconditions": {"uid": meta["uid"]},
+        }
+        self.cp.api("DELETE", f"/api/v1/namespaces/{self.namespace}/pods/{meta['name']}", body)
+
     def _set_state(self, node: str, state: str) -> None:
         # reconfigure.go setNodeLabels (599-611): a JSON merge patch of the labels.
         self.cp.api(
@@ -210,6 +271,13 @@ class MigManagerSim:
             self._log(node, "cordoned" if unschedulable else "uncordoned", t)
         self._seen[node] = seen
         return seen
+
+    def _gone(self, node: str, now: float) -> None:
+        """NODE's pod is deleted: its run in flight, if any, ends with it; a replacement comes restart_delay later."""
+        if self._pods.get(node) is not None:
+            self._log(node, "sim:deleted")
+        self._pods[node] = None
+        self._due.setdefault(node, now + self.restart_delay)
 
     def _replace(self, node: str) -> None:
         """A new pod: it mounts the ConfigMap as it is now and lists the node (AddFunc: the label it starts with)."""
@@ -258,20 +326,42 @@ class MigManagerSim:
             template = self._read_template()
             if template is not None and template != self._template:
                 self._template = template  # every pod not of this template is replaced, one node at a time
-                self._roll = [n for n in reversed(self.nodes) if n != self._rolling]
+                self._roll = [n for n in reversed(self.nodes) if n not in self._due]
             with self._lock:
                 requests, self._requests = self._requests, []
             for node in requests:
                 self._log(node, "sim:restart")
-                self._replace(node)
-            if self._rolling and now >= self._next_roll_at:  # the replacement of the deleted pod runs
-                self._replace(self._rolling)
-                self._rolling = None
-            if not self._rolling and self._roll:
+                pod = self._live_pods().get(node) if self.pods else None
+                if pod is not None:
+                    self._delete_pod_object(pod)
+                self._gone(node, now)
+            if self.pods:
+                for pod in self._deleting_pods():  # kubelet: the containers stopped, the object goes
+                    self._delete_pod_object(pod)
+                live = self._live_pods()
+                for node in self.nodes:
+                    if node not in live and node not in self._due:
+                        self._gone(node, now)
+            for node, due in list(self._due.items()):
+                if now >= due:  # the DaemonSet controller's replacement runs
+                    if not self._read_config():
+                        # its container starts only once its volumes mount, the MIG ConfigMap's included (kubelet's
+                        # volume manager, WaitForAttachAndMount; inferred): after a destroy, not before the up
+                        # has created the ConfigMap again, so no start-up run ever reads a config that is not there
+                        self._due[node] = now + self.restart_delay
+                        continue
+                    if self.pods and not self._create_pod(node):
+                        self._due[node] = now + self.restart_delay
+                        continue
+                    del self._due[node]
+                    self._replace(node)
+            if self._roll and (self._rolling is None or self._rolling not in self._due):
                 self._rolling = self._roll.pop(0)
-                self._pods[self._rolling] = None  # deleted: its run in flight, if any, ends with it
-                self._log(self._rolling, "sim:deleted")
-                self._next_roll_at = now + self.restart_delay
+                if self.pods:
+                    pod = self._live_pods().get(self._rolling)
+                    if pod is not None:
+                        self._delete_pod_object(pod)
+                self._gone(self._rolling, now)
             nodes = self._list()
             states, cordoned, busy = {}, set(), set()
             for node in self.nodes:

@@ -44,11 +44,114 @@ from gpupool.pulumi import GpuPlatform, GpuPlatformArgs
 GpuPlatform("{platform}", GpuPlatformArgs.from_config()).export()
 '''
 
-REQUIREMENTS = """\
-# What the Pulumi program needs; `pulumi install` installs it into .venv (Pulumi.yaml). Pin gpupool and
-# let it bring the Pulumi SDKs it supports.
-gpupool[pulumi]=={version}
+
+# requirements.txt: what the Pulumi program needs (`pulumi install` installs it into .venv, Pulumi.yaml), written
+# to match how the gpupool that ran `gpupool init` was installed (its direct_url.json, PEP 610; `requirements`).
+_REQUIREMENTS_HEAD = """\
+# What the Pulumi program needs: `pulumi install` (and the CI workflow) installs it into .venv. gpupool brings
+# the Pulumi SDKs it supports.
+{how}
+# To install gpupool another way, replace the requirement below with one of (docs/howto/install.md):
+#   gpupool[pulumi]=={version}                                          a package index (PyPI or your own)
+#   gpupool[pulumi] @ git+https://HOST/ORG/gpupool.git@v{version}        a Git tag
+#   ./vendor/gpupool-{version}-py3-none-any.whl[pulumi]                 a wheel committed to this repository
 """
+# PEP 610 ("url" field): a direct URL's user:password may be kept only when it names environment variables
+# (pip expands ${VAR} in requirement files) or is a well-known non-secret such as `git` in ssh://git@host/...;
+# anything else is treated as a credential and never written.
+_SAFE_USERINFO = re.compile(r"\$\{[A-Za-z0-9_-]+\}(:\$\{[A-Za-z0-9_-]+\})?|git")
+_WHEEL_NAME = re.compile(r"gpupool-[A-Za-z0-9_.+!-]+\.(whl|tar\.gz|zip)")
+_COMMIT = re.compile(r"[0-9a-fA-F]{7,64}")
+
+
+def requirements(version: str, direct_url: dict | None) -> str:
+    """requirements.txt for a gpupool VERSION installed as DIRECT_URL says (the installed distribution's
+    direct_url.json; None when it came from a package index): the same source, pinned, with a comment saying
+    how it was chosen and how to change it. It never holds a path outside the repository (a wheel file
+    becomes ./vendor/<its name>, to be copied there) nor a URL's credentials."""
+    source = _direct_source(direct_url, version)
+    if source is None:
+        how = (
+            "It came from a package index, so it is pinned from one (pip's index: PyPI or PIP_INDEX_URL)."
+            if direct_url is None
+            else "It came from a direct URL that is not written here; pinned from an index instead."
+        )
+        line = f"gpupool[pulumi]=={version}"
+    else:
+        how, line = source
+    import textwrap
+
+    how = "\n".join(textwrap.wrap(how, 110, initial_indent="# ", subsequent_indent="# "))
+    return _REQUIREMENTS_HEAD.format(how=how, version=version) + line + "\n"
+
+
+def _direct_source(direct_url: dict | None, version: str) -> tuple[str, str] | None:
+    """(the comment, the requirement) for a direct URL install, or None for an index install or anything
+    that cannot be written safely (then the index pin is the honest default)."""
+    if not isinstance(direct_url, dict) or not isinstance(direct_url.get("url"), str):
+        return None
+    from urllib.parse import urlsplit, urlunsplit
+
+    url = direct_url["url"]
+    if any(c.isspace() or ord(c) < 32 or c in "#\\\"'" for c in url) or len(url) > 2000:
+        return None  # one line of requirements.txt, nothing an option could hide in
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return None
+    vcs = direct_url.get("vcs_info")
+    archive = direct_url.get("archive_info")
+    if parts.scheme == "file":
+        return _local_source(parts.path, direct_url, version)
+    info = parts.netloc.rpartition("@")[0]
+    userinfo = f"{info}@" if info and _SAFE_USERINFO.fullmatch(info) else ""  # else a credential: dropped
+    # The query is dropped too: a presigned URL's signature or a ?token= is a credential.
+    clean = urlunsplit((parts.scheme, f"{userinfo}{host}{port}", parts.path, "", ""))
+    if isinstance(vcs, dict) and isinstance(vcs.get("vcs"), str) and re.fullmatch(r"git|hg|svn|bzr", vcs["vcs"]):
+        commit = vcs.get("commit_id")
+        if not isinstance(commit, str) or not _COMMIT.fullmatch(commit):
+            return None
+        asked = vcs.get("requested_revision")
+        asked_note = (
+            f" (asked for as {asked}: a tag can be written instead of the commit)"
+            if isinstance(asked, str) and re.fullmatch(r"[A-Za-z0-9._/-]{1,100}", asked) and asked != commit
+            else ""
+        )
+        return (
+            f"gpupool was installed from {vcs['vcs']}, pinned here to the commit it was installed from{asked_note}.",
+            f"gpupool[pulumi] @ {vcs['vcs']}+{clean}@{commit}",
+        )
+    if parts.scheme in ("https", "http") and isinstance(archive, dict):
+        hashes = archive.get("hashes")
+        sha = hashes.get("sha256") if isinstance(hashes, dict) else None
+        fragment = f"#sha256={sha}" if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha) else ""
+        return (
+            "gpupool was installed from this URL, pinned here with its hash when pip recorded one.",
+            f"gpupool[pulumi] @ {clean}{fragment}",
+        )
+    return None
+
+
+def _local_source(path: str, direct_url: dict, version: str) -> tuple[str, str]:
+    """A file: URL: a wheel or sdist file becomes a vendored-file hint (its name only, under ./vendor/); a
+    directory or a local clone has no address another machine can use, so the index pin."""
+    if isinstance(direct_url.get("vcs_info"), dict) or isinstance(direct_url.get("dir_info"), dict):
+        return (
+            "gpupool was installed from a local directory, which no other machine has: pinned from an index here; "
+            "vendor a wheel or use a Git URL if gpupool is not on your index.",
+            f"gpupool[pulumi]=={version}",
+        )
+    name = path.rsplit("/", 1)[-1]
+    if not _WHEEL_NAME.fullmatch(name):
+        name = f"gpupool-{version}-py3-none-any.whl"
+    return (
+        f"gpupool was installed from a wheel file: copy {name} into vendor/ and commit it (a vendored wheel), "
+        "or pin it from an index or a Git URL instead.",
+        f"./vendor/{name}[pulumi]",
+    )
+
 
 STACK_CONFIG = """\
 config:
@@ -176,7 +279,7 @@ jobs:
         env:
           STACK: ${{{{ matrix.stack }}}}
           PULUMI_BACKEND_URL: ${{{{ vars.PULUMI_BACKEND_URL }}}}
-        run: gpupool stacks preview "$STACK" --preview-out pulumi-preview.txt
+        run: gpupool stacks preview "$STACK" --refresh --preview-out pulumi-preview.txt   # --refresh: shows drift
       - name: Fail on an invalid spec, negative headroom or a failed preview
         if: always() && (steps.validate.outcome == 'failure' || steps.diff.outputs.status != '0' || steps.preview.outcome == 'failure')
         run: exit 1
@@ -219,7 +322,7 @@ jobs:
         env:
           STACK: ${{{{ matrix.stack }}}}
           PULUMI_BACKEND_URL: ${{{{ vars.PULUMI_BACKEND_URL }}}}
-        run: gpupool stacks up "$STACK" --single-writer
+        run: gpupool stacks up "$STACK" --single-writer   # refreshes first: drift repaired, converged = cluster
 """
 
 README = """\
@@ -231,7 +334,7 @@ Our GPU platform, declared with gpupool: one validated spec per stack
 ## Start
 
 ```sh
-python3 -m venv .venv && pulumi install         # requirements.txt into .venv (Pulumi.yaml)
+python3 -m venv .venv && pulumi install         # requirements.txt into .venv (its comment: where gpupool comes from)
 export PATH="$PWD/.venv/bin:$PATH"
 gpupool validate stacks/{stack}/spec.yaml      # FILE:LINE:COL: error: PATH: MESSAGE [GP123]
 gpupool plan stacks/{stack}/spec.yaml          # capacity, grants and headroom
@@ -258,8 +361,9 @@ headroom). Merging deploys it.
 """
 
 
-def files(project: str, version: str, stack: str = "dev") -> dict[str, str]:
-    """Relative path -> content of the scaffolded repository."""
+def files(project: str, version: str, stack: str = "dev", direct_url: dict | None = None) -> dict[str, str]:
+    """Relative path -> content of the scaffolded repository; DIRECT_URL is how gpupool was installed
+    (`requirements`)."""
     from pathlib import Path
 
     from gpupool.spec.schema import SCHEMA_DIR  # the schemas the installed gpupool validates with
@@ -273,7 +377,7 @@ def files(project: str, version: str, stack: str = "dev") -> dict[str, str]:
     out = {
         "Pulumi.yaml": PULUMI_YAML.format(project=project),
         "__main__.py": MAIN_PY.format(platform=PLATFORM_NAME),
-        "requirements.txt": REQUIREMENTS.format(version=version),
+        "requirements.txt": requirements(version, direct_url),
         f"stacks/Pulumi.{stack}.yaml": STACK_CONFIG.format(stack=stack),
         f"stacks/{stack}/spec.yaml": SPEC.format(stack=stack),
         f"stacks/{stack}/tenants/team-a.yaml": TENANT.format(stack=stack),

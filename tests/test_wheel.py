@@ -189,3 +189,65 @@ def _project_version() -> str:
     import tomllib
 
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+def test_init_from_the_wheel_names_the_vendored_wheel_and_pip_reads_it(installed, wheel, tmp_path):
+    """Installed from a wheel file, `gpupool init` pins that wheel as ./vendor/<its name>[pulumi] (no path
+    outside the repository); with the wheel copied there, as the comment says, pip resolves the line."""
+    _run(installed, tmp_path, "init", "team")
+    team = tmp_path / "team"
+    text = (team / "requirements.txt").read_text()
+    (line,) = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+    assert line == f"./vendor/{wheel.name}[pulumi]"
+    assert str(wheel.parent) not in text
+    (team / "vendor").mkdir()
+    shutil.copy(wheel, team / "vendor" / wheel.name)
+    p = subprocess.run(
+        [
+            *PIP,
+            "install",
+            "--dry-run",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(tmp_path / "t"),
+            "-r",
+            "requirements.txt",
+        ],
+        cwd=team,
+        capture_output=True,
+        text=True,
+        env=PIP_ENV,
+    )
+    assert p.returncode == 0 and f"gpupool-{_project_version()}" in p.stdout, p.stdout + p.stderr
+
+
+def test_the_sdist_builds_the_same_wheel(wheel, tmp_path):
+    """The release publishes an sdist too (.github/workflows/release.yml): built as `python -m build` does
+    (setuptools' PEP 517 hooks), unpacked, and built into a wheel, it gives the files the direct wheel has."""
+    import tarfile
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(ROOT / name, src / name)
+    hook = "from setuptools import build_meta as b; import sys; print(b.build_sdist(sys.argv[1]))"
+    p = subprocess.run([sys.executable, "-c", hook, str(tmp_path / "sdist")], cwd=src, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    sdist = tmp_path / "sdist" / p.stdout.strip().splitlines()[-1]
+    with tarfile.open(sdist) as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    (unpacked,) = (tmp_path / "unpacked").iterdir()
+    dist = tmp_path / "from-sdist"
+    p = subprocess.run(
+        [*PIP, "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist), str(unpacked)],
+        capture_output=True,
+        text=True,
+        env=PIP_ENV,
+    )
+    assert p.returncode == 0, p.stderr
+    (again,) = dist.glob("gpupool-*.whl")
+    assert sorted(zipfile.ZipFile(again).namelist()) == sorted(zipfile.ZipFile(wheel).namelist())

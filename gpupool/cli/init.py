@@ -42,7 +42,7 @@ def run(args) -> int:
             "gpupool init writes only into a new one"
         )
     project = scaffold.project_name(target.resolve().name)
-    content = scaffold.files(project, version(), args.stack)
+    content = scaffold.files(project, version(), args.stack, installed_from())
     try:
         with safe_write.Directory.open(target, create=True) as d:
             for rel, text in content.items():
@@ -58,11 +58,38 @@ def run(args) -> int:
         print(diagnostic.render(), file=sys.stderr)
     if result.spec is None:
         return 1
+    if "\n./vendor/" in content["requirements.txt"]:
+        print(
+            "requirements.txt names a vendored wheel: copy the wheel gpupool was installed from into vendor/ "
+            "(or change the requirement: its comment says how)"
+        )
     print(
         f"next: cd {target} && python3 -m venv .venv && pulumi install; edit {spec.relative_to(target)} "
         f"(your nodes), then gpupool validate {spec.relative_to(target)} and gpupool stacks preview {args.stack}"
     )
     return 0
+
+
+def installed_from() -> dict | None:
+    """The running gpupool's direct_url.json (PEP 610: how pip installed it from a URL, a file or a clone),
+    or None when there is none (installed from a package index), it does not read as a JSON object, or no
+    installed distribution holds this very package (a source tree on sys.path)."""
+    import json
+    from importlib import metadata
+    from pathlib import Path
+
+    import gpupool
+
+    here = Path(gpupool.__file__).resolve()
+    try:
+        for dist in metadata.distributions(name="gpupool"):
+            if Path(str(dist.locate_file("gpupool/__init__.py"))).resolve() == here:
+                text = dist.read_text("direct_url.json")
+                data = json.loads(text) if text else None
+                return data if isinstance(data, dict) else None
+    except (OSError, ValueError, UnicodeDecodeError):
+        pass
+    return None
 
 
 def _new_or_fresh(target) -> bool:

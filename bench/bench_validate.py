@@ -67,11 +67,14 @@ SHARED = {
 }
 
 
-def generate(n_tenants: int, n_pools: int) -> dict:
+def generate(n_tenants: int, n_pools: int, nodes_per_pool: int = 4) -> dict:
+    """A valid spec of N_TENANTS tenants over N_POOLS pools of the POOL_KINDS in turn, NODES_PER_POOL nodes each
+    (the end-to-end fault tests take 1: each MIG-capable node is seven resources of its rollout, which would
+    outweigh the tenants they kill runs among)."""
     pools, capacity = [], {}
     for i in range(n_pools):
         kind, gpu, per_node, sharing, res = POOL_KINDS[i % len(POOL_KINDS)]
-        nodes = [f"{kind.replace('+', '-')}-{i:03d}-{k}" for k in range(4)]
+        nodes = [f"{kind.replace('+', '-')}-{i:03d}-{k}" for k in range(nodes_per_pool)]
         pool = {
             "name": f"pool-{i:03d}-{kind.replace('+', '-')}",
             "gpu": gpu,

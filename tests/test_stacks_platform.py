@@ -69,6 +69,7 @@ class World:
         self.lock: str | None = None
         self.fail: dict[str, auto.CommandResult] = {}  # stack -> how its up/destroy fails
         self.calls: list[tuple] = []
+        self.refreshes: list[tuple[str, str, dict]] = []  # (stack, refresh or preview_refresh, keywords)
         self.imported: dict[str, dict] = {}
         self.selected: list[tuple[str, bool]] = []  # (stack, was the sidecar torn then)
         self.torn: Path | None = None
@@ -104,6 +105,14 @@ class FakeStack:
 
     def up(self, **kw):
         return self._state_changing("up")
+
+    def refresh(self, **kw):  # the read before an up (gpupool.deploy.stacks.Platform._read_cluster)
+        self.w.refreshes.append((self.name, "refresh", kw))
+        return SimpleNamespace(stdout="")
+
+    def preview_refresh(self, **kw):  # a --refresh preview's drift section
+        self.w.refreshes.append((self.name, "preview_refresh", kw))
+        return SimpleNamespace(stdout=f"drift of {self.name}\n", change_summary={"same": 2, "delete": 1})
 
     def destroy(self, **kw):
         return self._state_changing("destroy")

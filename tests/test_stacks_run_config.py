@@ -71,7 +71,7 @@ elif args[:2] == ["config", "rm-all"]:
 elif args[:1] == ["config"]:
     config = settings().get("config") or {{}}
     print(json.dumps({{k: {{"value": v, "secret": False}} for k, v in config.items()}}))
-elif args[:1] in (["preview"], ["up"]):
+elif args[:1] in (["preview"], ["up"], ["refresh"]):  # refresh: the read before an up
     if "--config-file" in args:
         given = open(args[args.index("--config-file") + 1]).read()
         open(os.path.join(state, "config-file.yaml"), "w").write(given)

@@ -30,10 +30,14 @@ ACTIONS = {
     "preview": "gpupool stacks preview STACK: show what `up` would change (pulumi preview --diff), on STACK and "
     "its shard stacks; changes nothing in the cluster or the state. A stack that does not exist yet is created "
     "empty (a first deploy's pull request). An invalid spec stops here, each error printed once. "
-    "--preview-out FILE keeps the text for the pull-request comment.",
+    "--preview-out FILE keeps the text for the pull-request comment. --refresh reads the cluster first (pulumi "
+    "refresh --preview-only, nothing written), so the preview also shows drift (objects deleted or edited behind gpupool's back, which the next up "
+    "restores); CI's pull-request preview uses it.",
     "up": "gpupool stacks up STACK: deploy STACK (and its shard stacks, in the order tenant moves need): a "
-    "dead run's stale lock cancelled and its torn state repaired, `pulumi up`, then the convergence check "
-    "(preview --expect-no-changes). Ctrl-C stops pulumi gracefully (SIGINT, then SIGTERM) and exits 130: "
+    "dead run's stale lock cancelled and its torn state repaired, `pulumi refresh` (the cluster read "
+    "into the state, so drift is repaired: a namespace deleted by hand comes back), `pulumi up`, then the "
+    "convergence check (preview --expect-no-changes): `converged` means the cluster matches the spec. --no-refresh "
+    "skips both reads (faster on a large platform; the summary then says the cluster was not read). Ctrl-C stops pulumi gracefully (SIGINT, then SIGTERM) and exits 130: "
     "then see docs/howto/recover-failed-run.md.",
     "destroy": "gpupool stacks destroy STACK: delete everything STACK and its shard stacks manage (shards "
     "first). Only an existing stack: an unknown name is an error naming the stacks there, and nothing is "
@@ -101,6 +105,13 @@ def register(sub) -> None:
         "then a dead run's and is cancelled ($GPUPOOL_SINGLE_WRITER=1)",
     )
     p.add_argument("--preview-out", metavar="FILE", help="also write the preview text to FILE (for the PR comment)")
+    p.add_argument(
+        "--refresh",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="read every managed object back from the cluster before planning, so drift is seen (preview) and "
+        "repaired (up); default: on for up (and its convergence check), off for preview and destroy",
+    )
     from gpupool.cli.common import add_output_format
 
     add_output_format(p, ("text", "json"), "text", help="the summary: text (default) or json")
@@ -149,6 +160,7 @@ def run(args) -> int:
         save_config=args.save_config,
         single_writer=single,
         preview_out=Path(preview_out) if preview_out else None,
+        refresh=args.refresh,
         output=lambda text: print(text, end="" if text.endswith("\n") else "\n", file=sys.stderr, flush=True),
     )
     try:

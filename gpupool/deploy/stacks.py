@@ -40,9 +40,22 @@ from pulumi import automation as auto
 
 from gpupool.analysis import shard_moves
 from gpupool.deploy import recovery, run_config
+from gpupool.deploy.lean_stack import LeanStack
+from gpupool.k8s.mig_in_use import CONVERGENCE_ENV
 
 OPS = ("preview", "up", "destroy")
+# Whether an action refreshes (reads every managed object back from the cluster into the state) before it
+# plans. `up` does: without it, an object deleted or edited behind Pulumi's back is invisible (the state still
+# has it, so the plan is "no changes") and "converged" would only mean "matches the state". A preview does not
+# by default (it is what people run while editing; CI's pull-request preview passes --refresh to show drift);
+# destroy does not (deleting an object that is already gone succeeds).
+REFRESH_DEFAULT = {"preview": False, "up": True, "destroy": False}
 T = TypeVar("T")
+DRIFT_HEADING = (
+    "Drift: where the cluster differs from the state (pulumi refresh --preview-only; a delete is an object gone "
+    "from the cluster, which the next up creates again):\n"
+)
+PLAN_HEADING = "\nThe update (program against the state):\n"
 
 
 class StackError(Exception):
@@ -135,6 +148,8 @@ class Settings:
     save_config: bool = False  # --save-config: write them into the stack file, else for this run only
     single_writer: bool = False
     preview_out: Path | None = None
+    # Read the cluster into the state first (`--refresh`): None = the action's default, REFRESH_DEFAULT.
+    refresh: bool | None = None
     log: Callable[[str], None] = lambda msg: print(f"[gpupool stacks] {msg}", file=sys.stderr)
     output: Callable[[str], None] = lambda text: print(text, end="" if text.endswith("\n") else "\n")
 
@@ -182,8 +197,8 @@ class Platform:
         """The stack NAME; with CREATE it is created when missing (`pulumi stack init`), else a missing one is
         auto.StackNotFoundError (`pulumi stack select` refuses it: "no stack named ... found")."""
         if create:
-            return auto.Stack.create_or_select(name, self.workspace)
-        return auto.Stack.select(name, self.workspace)
+            return LeanStack.create_or_select(name, self.workspace)
+        return LeanStack.select(name, self.workspace)
 
     def configure_platform(self, create: bool = True) -> auto.Stack:
         stack = self.select(self.platform_stack, create)
@@ -249,6 +264,36 @@ class Platform:
         self.outcomes.append(Outcome(self.platform_stack, op, "failed", note=note))
         raise StackError(f"{self.platform_stack}: {op} failed: {note}")
 
+    def refuse_chart_outside(self, op: str, platform: auto.Stack, checked=None) -> None:
+        """The stack config's local chart (`gpupool:operatorChartPath`, this run's -c value first): a relative
+        path is the project's and must stay inside it (links followed), or preview and up stop before pulumi
+        runs; an absolute one is the deploying machine's own choice (a mirror mounted on a runner) and is
+        taken as given. Either way a chart without the structure gpupool relies on is a warning
+        (gpupool.gpu.local_chart)."""
+        from gpupool.gpu import local_chart
+        from gpupool.gpu.operator_facts import chart_version
+
+        key = "gpupool:operatorChartPath"
+        value = self.run_values().get(key)
+        if value is None:
+            saved = platform.get_all_config().get(key)
+            value = saved.value if saved is not None and not saved.secret else None
+        if not value:
+            return
+        where = Path(value) if os.path.isabs(value) else self.s.project_dir / value
+        if not os.path.isabs(value) and not local_chart.inside(where, self.s.project_dir):
+            note = (
+                f"{key}: resolves outside the project directory (links followed); commit the chart under it, "
+                "e.g. vendor/charts/gpu-operator (docs/howto/chart-upgrade.md); nothing was run"
+            )
+            self.outcomes.append(Outcome(self.platform_stack, op, "failed", note=note))
+            raise StackError(f"{self.platform_stack}: {op} failed: {note}")
+        if where.exists():
+            spec = checked[1].spec if checked is not None else None
+            pinned = spec.cluster.operator.chart_version if spec is not None else chart_version()
+            for problem in local_chart.problems(where, pinned):
+                self.s.log(f"warning: {key}: the chart {problem}")
+
     def layout(self, platform: auto.Stack, with_states: bool, checked=None) -> list[shard_moves.StackRun] | None:
         """The platform's stacks as shard_moves plans them, or None when it is one stack (not sharded, or the
         spec does not load: the platform stack's own run then reports why)."""
@@ -258,8 +303,11 @@ class Platform:
         result = checked[1]
         if result.spec is None:
             return None
+        names = self.existing_stacks()
+        if not result.spec.tenant_shards and all(n == self.platform_stack for n in names):
+            return None  # one stack and no shards: nothing to plan, so no state to export (a pulumi run each)
         states = {}
-        for name in self.existing_stacks():
+        for name in names:
             # shard_moves reads `pulumi stack export` documents: the deployment under its key
             exported = self.select(name, create=False).export_stack().deployment if with_states else None
             states[name] = {"deployment": dict(exported or {})} if with_states else {}
@@ -328,27 +376,47 @@ class Platform:
                 raise StackError(f"{stack.name}: {op} failed: {note}") from None
             self._run_op(stack, op, config_file)
 
+    def refreshes(self, op: str) -> bool:
+        return REFRESH_DEFAULT[op] if self.s.refresh is None else self.s.refresh
+
     def _run_op(self, stack: auto.Stack, op: str, config_file: str | None) -> None:
         out = self.s.output
+        refresh = self.refreshes(op)
         try:
             if op == "preview":
+                drift, note = "", ""
+                if refresh:  # what differs in the cluster, read without writing the state (refresh --preview-only)
+                    out(DRIFT_HEADING)
+                    read = stack.preview_refresh(
+                        diff=True,
+                        color="never",
+                        on_output=out,
+                        on_error=out,
+                        config_file=config_file,
+                    )
+                    drift, note = DRIFT_HEADING + read.stdout + PLAN_HEADING, _drift_note(read.change_summary)
+                    out(PLAN_HEADING)
                 result = stack.preview(diff=True, color="never", on_output=out, on_error=out, config_file=config_file)
-                self._previews.append(result.stdout)
+                self._previews.append(drift + result.stdout)
                 self._write_previews()
-                self.outcomes.append(Outcome(stack.name, op, "succeeded", _counts(result.change_summary)))
+                self.outcomes.append(Outcome(stack.name, op, "succeeded", _counts(result.change_summary), note))
             elif op == "up":
-                up = self._recovering(
-                    stack,
-                    lambda: stack.up(diff=True, color="never", on_output=out, on_error=out, config_file=config_file),
-                )
+
+                def read_then_up() -> auto.UpResult:
+                    if refresh:
+                        self._read_cluster(stack, config_file)
+                    return stack.up(diff=True, color="never", on_output=out, on_error=out, config_file=config_file)
+
+                up = self._recovering(stack, read_then_up)
                 self._drop_completed_pending(stack)
-                # Converged: the live stack matches the program (also after a recovered dead run).
-                stack.preview(expect_no_changes=True, color="never", on_output=lambda _: None, config_file=config_file)
                 changes = _counts(up.summary.resource_changes)
-                self.outcomes.append(Outcome(stack.name, op, "succeeded", changes, "converged"))
+                self._converged(stack, changes, refresh, config_file)
             else:
                 down = self._recovering(
-                    stack, lambda: stack.destroy(color="never", on_output=out, on_error=out, config_file=config_file)
+                    stack,
+                    lambda: stack.destroy(
+                        refresh=refresh, color="never", on_output=out, on_error=out, config_file=config_file
+                    ),
                 )
                 changes = _counts(down.summary.resource_changes)
                 self.outcomes.append(Outcome(stack.name, op, "succeeded", changes))
@@ -362,6 +430,57 @@ class Platform:
             note = _unrunnable(exc)
             self.outcomes.append(Outcome(stack.name, op, "failed", note=note))
             raise StackError(f"{stack.name}: {op} failed: {note}") from None
+
+    def _read_cluster(self, stack: auto.Stack, config_file: str | None) -> str:
+        """`pulumi refresh`: the cluster read into the state, so an object deleted or edited behind gpupool's
+        back is planned again (the rollout's node patches each keep their own marker, so they read back as
+        they were written: gpupool.k8s.rollout). Pending creates of a dead run are cleared:
+        gpupool's provider adopts an object that exists (the up creates it again)."""
+        out = self.s.output
+        return stack.refresh(
+            clear_pending_creates=True,
+            color="never",
+            on_output=out,
+            on_error=out,
+            config_file=config_file,
+        ).stdout
+
+    def _converged(self, stack: auto.Stack, changes: dict[str, int], refresh: bool, config_file: str | None) -> None:
+        """The convergence check after an up: a preview that must plan nothing. After a refresh (the cluster
+        read just before the up, which then wrote what it changed) "converged" means the cluster matches the
+        spec; without one (--no-refresh) it can only say the program matches the state, and says that."""
+        # Old MIG configs and device-plugin keys this up kept (gpupool.k8s.mig_in_use) are compared as it wrote
+        # them: the run that finished a re-layout converges, and the next run drops them.
+        workspace = getattr(stack, "workspace", None)  # (the tests' stand-ins have none)
+        before = getattr(workspace, "env_vars", None)
+        if workspace is not None:
+            workspace.env_vars = {**(before or {}), CONVERGENCE_ENV: "1"}
+        try:
+            stack.preview(
+                expect_no_changes=True,
+                color="never",
+                on_output=lambda _: None,
+                config_file=config_file,
+            )
+        except auto.CommandError as exc:
+            # pulumi's --expect-no-changes refusal (the preview ran and planned changes: "error: no changes were
+            # expected but changes were proposed" in pulumi's preview command, NoChangesExpectedError in newer
+            # CLIs) versus a preview that could not run at all (the program raised, the cluster was unreachable)
+            if "no changes were expected" in str(exc):
+                note = (
+                    "did not converge: a preview after the up still plans changes"
+                    + (" (after reading the cluster)" if refresh else "")
+                    + f"; run `gpupool stacks preview {self.platform_stack} --refresh` to see them "
+                    f"(pulumi: {_reason(exc)})"
+                )
+            else:
+                note = f"the convergence check (a preview after the up) failed to run: {_reason(exc)}"
+            raise StackError(f"{stack.name}: {note}") from None
+        finally:
+            if workspace is not None:
+                workspace.env_vars = before
+        note = "converged" if refresh else "matches the state; the cluster was not read (--no-refresh)"
+        self.outcomes.append(Outcome(stack.name, "up", "succeeded", changes, note))
 
     def _write_previews(self) -> None:
         """--preview-out FILE holds every preview so far: rewritten whole through gpupool.safe_write (no link
@@ -392,6 +511,7 @@ class Platform:
         checked = self._setup(self.platform_stack, op, lambda: self.checked_spec(platform))
         if op != "destroy":  # destroy does not run the program
             self.refuse_invalid_spec(op, checked)
+            self._setup(self.platform_stack, op, lambda: self.refuse_chart_outside(op, platform, checked))
         runs = self._setup(self.platform_stack, op, lambda: self.layout(platform, op == "up", checked))
         if runs is None:
             self.run_one(platform, op)
@@ -479,6 +599,12 @@ def _unrunnable(exc: OSError) -> str:
     if isinstance(exc, FileNotFoundError):
         return "the pulumi CLI is no longer on PATH"
     return f"the pulumi CLI cannot be run: {exc.strerror or type(exc).__name__}"
+
+
+def _drift_note(changes: Mapping | None) -> str:
+    """The drift a refresh preview found, for the outcome line: every object it would change in the state."""
+    n = sum(k for op, k in _counts(changes).items() if op != "same")
+    return f"drift: {n} object{'s differ' if n != 1 else ' differs'} in the cluster" if n else "no drift"
 
 
 def _counts(changes: Mapping | None) -> dict[str, int]:

@@ -176,10 +176,11 @@ def test_mig_layout_edit_updates_the_mig_config_in_place_and_relabels_the_node(s
     ops = stack.preview_ops()
     changed = {urn.split("::")[-1].removeprefix(P): op for urn, op in ops.items() if op != "same"}
     assert changed.get("mig-config") == "update", changed
-    # The node's rollout chain relabels it (cordon, label + pending, check, uncordon); its pool patch stays.
-    for step in ("cordon", "mig", "mig-check", "uncordon"):
+    # The node's rollout chain relabels it (cordon, the mig step, uncordon: gpupool.k8s.rollout); its pool patch,
+    # which carries the final labels, after it.
+    for step in ("cordon", "mig", "uncordon"):
         assert changed.get(f"pool-a100-mig.dev-gpu-a100-1_{step}") == "update", changed
-    assert "pool-a100-mig.dev-gpu-a100-1" not in changed
+    assert changed.get("pool-a100-mig.dev-gpu-a100-1") == "update", changed
     assert "device-plugin-config" not in changed
     stack.up()
     node = control_plane.get_json("node", "dev-gpu-a100-1")

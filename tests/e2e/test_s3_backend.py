@@ -73,7 +73,7 @@ def s3(s3_toolchain_bin, tmp_path_factory):
 @pytest.fixture(scope="module")
 def full_doc(cluster) -> dict:
     """2 x TENANTS tenants: the first half is the stack, the second the batch onboarded mid-way."""
-    doc = generate(2 * TENANTS, 4)
+    doc = generate(2 * TENANTS, 4, nodes_per_pool=1)  # one node per pool: see test_crash_safety.py
     for i, pool in enumerate(doc["nodePools"]):
         for node in pool["nodes"]:
             cluster.create_gpu_node(node, {k: str(v) for k, v in POOL_KINDS[i % len(POOL_KINDS)][4].items()})

@@ -218,7 +218,8 @@ class MigChange:
     groups_before: tuple[tuple[tuple[int, ...], tuple[tuple[str, int], ...]], ...] = ()
     groups_after: tuple[tuple[tuple[int, ...], tuple[tuple[str, int], ...]], ...] = ()
     # The rollout (gpupool.k8s.rollout): nodes already in a pool before roll in waves of `at_once`, each wave
-    # after the previous one reported success; new nodes (in no pool before) are labelled at once, no wait.
+    # after the previous one reported success; new nodes (in no pool before) are labelled at once, in no wave
+    # (gpupool.k8s.mig_step still restarts and waits for a MIG Manager already running on one).
     waves: tuple[tuple[str, ...], ...] = ()
     new_nodes: tuple[str, ...] = ()
     at_once: int = 0

@@ -72,10 +72,11 @@ def run(args) -> int:
             raise UsageError("--kubeconfig: no such user's home directory") from None
     try:
         kept = mig_in_use.read_kept_for(spec, kubeconfig, args.context) if kubeconfig else None
+        kept_plugin = mig_in_use.read_kept_plugin_for(spec, kubeconfig, args.context) if kubeconfig else None
     except mig_in_use.LiveReadError as exc:
         # One line naming the file and field, never a credential (gpupool.k8s.kubeconfig); nothing written.
         raise CommandError(f"{exc}; nothing was changed") from None
-    plan = manifests.build(spec, kept)
+    plan = manifests.build(spec, kept, kept_plugin)
     try:
         if args.output_dir == "-":
             sys.stdout.write(render.stream(plan, args.operator))

@@ -45,6 +45,7 @@ _CHAIN_ONLY_ANNOTATIONS = (
     rollout.ANNOTATION_APPLIED,
     rollout.ANNOTATION_ARMED,
     rollout.ANNOTATION_READY,
+    rollout.ANNOTATION_SHARING_TARGET,
 )
 
 
@@ -59,8 +60,10 @@ def one_document_per_node(objects: list[Desired]) -> list[Desired]:
     for obj in objects:
         if obj.patch and obj.kind == "Node":
             nodes.setdefault(obj.manifest["metadata"]["name"], []).append(obj)
-    last = {id(patches[-1]): _merged(patches) for patches in nodes.values()}
-    gone = {o.name for patches in nodes.values() for o in patches[:-1]}
+    # At the node's pool patch (the one name without a "_step" suffix: rollout.names), else its last patch.
+    anchor = {node: next((p for p in patches if "_" not in p.name), patches[-1]) for node, patches in nodes.items()}
+    last = {id(anchor[node]): _merged(patches, anchor[node]) for node, patches in nodes.items()}
+    gone = {o.name for node, patches in nodes.items() for o in patches if o is not anchor[node]}
     out = []
     for obj in objects:
         if obj.name in gone:
@@ -72,14 +75,13 @@ def one_document_per_node(objects: list[Desired]) -> list[Desired]:
     return out
 
 
-def _merged(patches: list[Desired]) -> Desired:
+def _merged(patches: list[Desired], final: Desired) -> Desired:
     labels: dict[str, Any] = {}
     annotations: dict[str, Any] = {}
     for patch in patches:
         meta = patch.manifest["metadata"]
         labels.update({k: v for k, v in meta.get("labels", {}).items() if k not in _CHAIN_ONLY_LABELS})
         annotations.update({k: v for k, v in meta.get("annotations", {}).items() if k not in _CHAIN_ONLY_ANNOTATIONS})
-    final = patches[-1]
     metadata: dict[str, Any] = {"name": final.manifest["metadata"]["name"]}
     if labels:
         metadata["labels"] = dict(sorted(labels.items()))

@@ -58,12 +58,15 @@ class Client:
     def __repr__(self) -> str:
         return f"<kubeclient.Client {redact.url_for_display(self.server)}>"
 
-    def __call__(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    def __call__(
+        self, method: str, path: str, body: Any = None, content_type: str = "application/json"
+    ) -> tuple[int, Any]:
+        """CONTENT_TYPE: a PATCH names its kind (application/merge-patch+json for a JSON merge patch)."""
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.server + path, data=data, method=method)
         req.add_header("Accept", "application/json")
         if data is not None:
-            req.add_header("Content-Type", "application/json")
+            req.add_header("Content-Type", content_type)
         if self._authorization:
             req.add_header("Authorization", self._authorization)
         try:

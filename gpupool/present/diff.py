@@ -275,7 +275,7 @@ def _mig_lines(d) -> list[tuple[str, list[str]]]:
         if c.new_nodes:
             detail.append(
                 f"new node{'s' if len(c.new_nodes) != 1 else ''} {_names(c.new_nodes)}: labelled at once, "
-                "no wait (no workloads yet)"
+                "not in a wave; where MIG Manager already runs on one, its pod is restarted and its run waited for"
             )
         if not c.nodes:
             detail.append(

@@ -15,21 +15,16 @@ deleteEmptyDirData (the pool's rollout settings named after kubectl drain's flag
 - the drain itself does nothing when the node's `mig-config-checked` record is missing or
   equals the config, or its `nvidia.com/mig.config` already is the config: nothing is reconfigured;
 - a DrainError fails the step: the relabel after it never runs, the node stays cordoned with its old label.
-  The engine shows what the host sends on a failure, `traceback.format_exc()` (pulumi/dynamic/__main__.py,
-  `_abort_with_traceback`), which honours `sys.tracebacklimit`: an error meant for the operator (a blocked
-  eviction, an unreachable API server, a kubeconfig it cannot use) is sent as its one line, not a traceback.
+  An error meant for the operator (a blocked eviction, an unreachable API server, a kubeconfig it cannot use)
+  is sent as its one line, not a traceback (gpupool.deploy.node_step_provider).
 """
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
-
+from gpupool.deploy.node_step_provider import NodeStepProvider
 from gpupool.k8s.rollout import LABEL_CHECKED, LABEL_MIG_CONFIG
-
-DIFF_KEYS = ("node", "config")
 
 
 def changing(labels: dict[str, str], config: str) -> bool:
@@ -39,25 +34,11 @@ def changing(labels: dict[str, str], config: str) -> bool:
     return bool(checked) and checked != config and labels.get(LABEL_MIG_CONFIG) != config
 
 
-class DrainProvider(ResourceProvider):
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in DIFF_KEYS))
+class DrainProvider(NodeStepProvider):
+    DIFF_KEYS = ("node", "config")
 
-    def _run(self, props: dict[str, Any]) -> dict[str, Any]:
-        from gpupool.k8s import drain, kubeclient
-
-        try:
-            return self._drain(props)
-        except (drain.DrainError, kubeclient.KubeAPIError, kubeclient.KubeconfigError):
-            # Only ever in the provider host's own process (create/update run nowhere else), never in the
-            # program's: there the SDK's stack walk (pulumi/runtime/resource.py, _get_stack_trace) honours it too.
-            sys.tracebacklimit = 0
-            raise
-        except Exception:
-            # A bug keeps its traceback, even after an earlier drain error in this process.
-            if getattr(sys, "tracebacklimit", None) == 0:
-                del sys.tracebacklimit
-            raise
+    def _step(self, props: dict[str, Any]) -> dict[str, Any]:
+        return self._drain(props)
 
     def _drain(self, props: dict[str, Any]) -> dict[str, Any]:
         from urllib.parse import quote
@@ -75,9 +56,3 @@ class DrainProvider(ResourceProvider):
             care = drain.Care(bool(props.get("force", False)), bool(props.get("deleteEmptyDirData", False)))
             evicted = drain.drain(api, node, timeout_seconds=float(props["timeoutSeconds"]), care=care)
         return {**props, "evicted": evicted}
-
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        return CreateResult(props["node"], self._run(props))
-
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(self._run(news))

@@ -165,3 +165,30 @@ def test_each_patch_of_a_node_writes_its_marker_under_its_own_key():
         for node, patches in by_node.items():
             keys = [k for p in patches for k in pulumi_only_annotations(p) if k.startswith(rollout.LAST_PATCH)]
             assert len(keys) == len(set(keys)) == len(patches), (node, keys)
+
+
+def test_the_refresh_exclusion_matches_exactly_the_cordon_and_uncordon_patches():
+    """REFRESH_EXCLUDE, matched as pulumi matches an --exclude glob (pkg/resource/deploy/deployment.go,
+    getMatcher: `**` any characters, `*` any but ':'), against the URNs of a pool's steps: the cordon,
+    uncordon and MPS re-key cordon patches only, never the pool patch, the mig step or another object."""
+    import re
+
+    from gpupool.k8s import rollout as r
+
+    def matcher(glob: str) -> re.Pattern:
+        parts = ["[^:]*".join(re.escape(p) for p in seg.split("*")) for seg in glob.split("**")]
+        return re.compile("^" + ".*".join(parts) + "$")
+
+    (glob,) = r.REFRESH_EXCLUDE
+    m = matcher(glob)
+    head = "urn:pulumi:dev::gpupool::gpupool:index:GpuPlatform$gpupool:gpu:NodePool$"
+    patch = head + "kubernetes:core/v1:NodePatch::gpupool-pool-a100.gpu-1"
+    excluded = [patch + s for s in ("_cordon", "_uncordon", "_rekey-cordon", "_rekey-uncordon")]
+    kept = [
+        patch,
+        head + "pulumi-python:dynamic/gpupool:NodeMigStep::gpupool-pool-a100.gpu-1_mig",
+        head + "kubernetes:core/v1:ConfigMap::gpupool-cordon",
+        "urn:pulumi:dev::gpupool::gpupool:index:GpuPlatform$kubernetes:core/v1:Namespace::gpupool-tenant-cordon",
+    ]
+    assert all(m.match(u) for u in excluded)
+    assert not any(m.match(u) for u in kept)

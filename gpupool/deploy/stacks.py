@@ -42,6 +42,7 @@ from gpupool.analysis import shard_moves
 from gpupool.deploy import recovery, run_config
 from gpupool.deploy.lean_stack import LeanStack
 from gpupool.k8s.mig_in_use import CONVERGENCE_ENV
+from gpupool.k8s.rollout import REFRESH_EXCLUDE
 
 OPS = ("preview", "up", "destroy")
 # Whether an action refreshes (reads every managed object back from the cluster into the state) before it
@@ -388,6 +389,7 @@ class Platform:
                 if refresh:  # what differs in the cluster, read without writing the state (refresh --preview-only)
                     out(DRIFT_HEADING)
                     read = stack.preview_refresh(
+                        exclude=list(REFRESH_EXCLUDE),
                         diff=True,
                         color="never",
                         on_output=out,
@@ -435,10 +437,12 @@ class Platform:
         """`pulumi refresh`: the cluster read into the state, so an object deleted or edited behind gpupool's
         back is planned again (the rollout's node patches each keep their own marker, so they read back as
         they were written: gpupool.k8s.rollout). Pending creates of a dead run are cleared:
-        gpupool's provider adopts an object that exists (the up creates it again)."""
+        gpupool's provider adopts an object that exists (the up creates it again). The cordon and uncordon patches are
+        not read (gpupool.k8s.rollout.REFRESH_EXCLUDE)."""
         out = self.s.output
         return stack.refresh(
             clear_pending_creates=True,
+            exclude=list(REFRESH_EXCLUDE),
             color="never",
             on_output=out,
             on_error=out,

@@ -77,6 +77,23 @@ def test_a_gone_pid_a_reused_pid_and_a_foreign_holder(fake_pulumi):
     assert recovery.holder_is_dead(foreign, single_writer=True)
 
 
+def test_a_killed_pulumi_not_yet_reaped_holds_nothing(fake_pulumi):
+    """A SIGKILLed run's pulumi is a zombie until its new parent reaps it (some containers' init never does):
+    its lock is a dead run's, although its pid still answers signal 0 and its comm is still `pulumi`."""
+    proc, taken = fake_pulumi
+    holder = recovery.LockHolder("me", socket.gethostname(), proc.pid, taken)
+    assert not recovery.holder_is_dead(holder, False)
+    proc.kill()
+    deadline = time.monotonic() + 30
+    while not recovery._exited(proc.pid):  # dead, not waited for: this test is its parent and has not reaped it
+        assert time.monotonic() < deadline, "the killed process never became a zombie"
+        time.sleep(0.01)
+    os.kill(proc.pid, 0)  # the pid still answers
+    assert recovery._command(proc.pid) == "pulumi"
+    assert recovery.holder_is_dead(holder, False)
+    proc.wait()
+
+
 def test_a_pid_started_after_the_lock_was_taken_is_not_its_holder(fake_pulumi):
     proc, _ = fake_pulumi
     if recovery._started_at(proc.pid) is None:

@@ -54,6 +54,15 @@ def _started_at(pid: int) -> float | None:
         return None
 
 
+def _exited(pid: int) -> bool:
+    """PID has exited and only waits to be reaped (a zombie, `Z`, or `X`): it holds nothing any more. A killed
+    run's pulumi stays one until its new parent reaps it, which some containers' init never does."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
 def _command(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/comm").read_text().strip()
@@ -74,7 +83,7 @@ def _epoch(timestamp: str) -> float | None:
 def holder_is_dead(holder: LockHolder, single_writer: bool, hostname: str | None = None) -> bool:
     """Is the run that took this lock gone?
 
-    On this host: its pid is gone, or the pid now belongs to a program other than pulumi, or to one that
+    On this host: its pid is gone or a zombie, or the pid now belongs to a program other than pulumi, or to one that
     started after the lock was taken (the pid was reused). On another host nobody here can tell; only
     the caller can vouch (SINGLE_WRITER: a concurrency group guarantees one run per stack, so a lock met
     at the start can only be a dead run's)."""
@@ -86,7 +95,7 @@ def holder_is_dead(holder: LockHolder, single_writer: bool, hostname: str | None
         return True
     except PermissionError:
         pass  # alive, someone else's
-    if _command(holder.pid) != "pulumi":
+    if _exited(holder.pid) or _command(holder.pid) != "pulumi":
         return True
     started, taken = _started_at(holder.pid), _epoch(holder.timestamp)
     return started is not None and taken is not None and started > taken + 1

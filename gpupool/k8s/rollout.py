@@ -148,25 +148,17 @@ class Reconfigure(NamedTuple):
 
 
 IGNORE_CORDON = "spec.unschedulable"
-IGNORE_WAIT = 'metadata.annotations["pulumi.com/waitFor"]'
-
-
 # What `pulumi refresh` leaves alone: the cordon and uncordon patches (rollout and MPS re-key; their names end in
 # "_cordon", "_uncordon", "_rekey-cordon", "_rekey-uncordon", and "_" occurs in no pool or node name). The
 # uncordon's apply releases the cordon's `spec.unschedulable`, and the provider's read rewrites a patch's
 # inputs from the live object: after a refresh the cordon's inputs had no `unschedulable`, IGNORE_CORDON then
 # kept that absence, and the next re-layout applied the cordon without it (the node was never cordoned; e2e
-# test_mig_interrupt). Their drift means nothing anyway: the uncordon undoes the cordon by design. A glob of
-# pulumi's --exclude (pkg/resource/deploy/deployment.go, getMatcher: `*` stays within a URN segment).
+# test_mig_interrupt). Their drift means nothing anyway: the uncordon undoes the cordon by design. Kept out of
+# the refresh, they need no ignoreChanges on their markers and waitFor either; those made an upgraded stack's
+# cordon apply the old release's waitFor, on a marker no patch writes any more, and wait for ever (e2e
+# test_upgrade). A glob of pulumi's --exclude (pkg/resource/deploy/deployment.go, getMatcher: `*` stays
+# within a URN segment). A plain `pulumi up --refresh` reads them and brings the first problem back.
 REFRESH_EXCLUDE = ("**$kubernetes:core/v1:NodePatch::*_*cordon",)
-
-
-def refresh_proof(name: str) -> tuple[str, ...]:
-    """What a cordon or uncordon patch does not diff: the node's `pulumi.com/waitFor` and its own marker. Several
-    patches write that one annotation to a node (the last writer's stays), and the uncordon's apply, by the
-    cordon's field manager, releases the cordon's marker; a refresh (which `gpupool stacks up` runs) reads both
-    back from the node, and would otherwise plan the cordon again: a re-cordon (seen in e2e)."""
-    return (IGNORE_WAIT, f'metadata.annotations["{last_patch_key(name)}"]')
 
 
 def chain(pool: m.NodePool, config: str, after: tuple[str, ...], namespace: str) -> dict[str, list[Step | Reconfigure]]:
@@ -187,7 +179,7 @@ def chain(pool: m.NodePool, config: str, after: tuple[str, ...], namespace: str)
                         n["cordon"],
                         node_manifest(node, annotations={ANNOTATION_TARGET: config}, unschedulable=True),
                         deps,
-                        ignore_changes=(IGNORE_CORDON, *refresh_proof(n["cordon"])),
+                        ignore_changes=(IGNORE_CORDON,),
                         field_manager=CORDON_MANAGER,
                     )
                 )
@@ -214,7 +206,6 @@ def chain(pool: m.NodePool, config: str, after: tuple[str, ...], namespace: str)
                         # it, and a refresh would then find the cordon changed and plan it again (a re-cordon).
                         node_manifest(node, annotations={ANNOTATION_TARGET: config, ANNOTATION_APPLIED: config}),
                         (n["mig"],),
-                        ignore_changes=refresh_proof(n["uncordon"]),
                         field_manager=CORDON_MANAGER,
                     )
                 )
@@ -276,7 +267,7 @@ def rekey_chain(
                 n["rekey-cordon"],
                 node_manifest(node, annotations={ANNOTATION_SHARING_TARGET: key}, unschedulable=True),
                 previous,
-                ignore_changes=(IGNORE_CORDON, *refresh_proof(n["rekey-cordon"])),
+                ignore_changes=(IGNORE_CORDON,),
                 field_manager=CORDON_MANAGER,
             )
             drain = RekeyDrain(
@@ -286,7 +277,6 @@ def rekey_chain(
                 n["rekey-uncordon"],
                 node_manifest(node, annotations={ANNOTATION_SHARING_TARGET: key}),
                 (pool_patch[node],),
-                ignore_changes=refresh_proof(n["rekey-uncordon"]),
                 field_manager=CORDON_MANAGER,
             )
             out[node] = [cordon, drain, uncordon]

@@ -141,6 +141,17 @@ def test_a_node_already_done_is_left_alone_and_no_pending_is_written():
     assert c.log == [f"patch mig-config-checked={NEW}"] and c.pod["uid"] == "uid-1"
 
 
+def test_a_node_without_a_label_is_relabelled_after_the_restart_without_waiting_for_a_start_up_run():
+    """A node gpupool meets first (no nvidia.com/mig.config yet) with a MIG Manager pod: its start-up run has no
+    label to run for and writes no state, so the step does not wait for one; the label it then sets is the run."""
+    c = Cluster(label=None, state=None, checked=None)
+    c.labels = {}
+    assert _run(c, timeout=30) == "reconfigured"
+    assert c.labels["nvidia.com/mig.config.state"] == "success" and c.gpus == NEW
+    assert c.log[0] == "deleted" and "patch mig.config.state=pending" not in c.log
+    assert f"patch mig.config={NEW},mig.config.state=pending" in c.log
+
+
 def test_a_node_without_mig_manager_is_labelled_without_pending_or_wait():
     c = Cluster(label=OLD, state="success", pods=0)
     assert _run(c) == "unmanaged"

@@ -22,7 +22,8 @@ fleet, in its own order), the step restarts the node's own pod and waits for tha
    answers it now; the pod applies the label when it starts) and do not wait;
 4. drain (the pool's rollout.drain), unless K and L already are the target (the GPUs have it: a stale state);
 5. `pending`, then delete the pod and wait until the state leaves `pending`: the replacement mounted the current
-   ConfigMap (which keeps L while a node carries it, gpupool.k8s.mig_in_use) and ran once for L;
+   ConfigMap (which keeps L while a node carries it, gpupool.k8s.mig_in_use) and ran once for L. A node without
+   L has no start-up run to wait for: the pod is deleted and 6 follows at once;
 6. if L is not the target: the label and `pending` in one merge patch, then wait for `success` or `failed`
    with the label the target (the idle new pod sees a changed label). If L already was the target (a rerun
    after an interrupt, or after a failure was fixed), the start-up run of step 5 was the run for the target;
@@ -150,16 +151,24 @@ def run(
         return "unmanaged"
     if s.drain and not (label == s.config and checked == s.config):
         drain_mod.drain(api, s.node, timeout_seconds=s.drain_timeout_seconds, care=s.care, clock=clock, sleep=sleep)
-    _patch_labels(api, s.node, {LABEL_STATE: "pending"})
-    _restart(api, s.namespace, pods, s.node)
-    started = _wait(
-        api,
-        s,
-        lambda lb: lb.get(LABEL_STATE) in ("success", "failed"),
-        "its restarted MIG Manager pod did not finish its start-up run",
-        clock,
-        sleep,
-    )
+    if label:
+        _patch_labels(api, s.node, {LABEL_STATE: "pending"})
+        _restart(api, s.namespace, pods, s.node)
+        started = _wait(
+            api,
+            s,
+            lambda lb: lb.get(LABEL_STATE) in ("success", "failed"),
+            "its restarted MIG Manager pod did not finish its start-up run",
+            clock,
+            sleep,
+        )
+    else:
+        # No label yet (a node gpupool meets first, where the operator set none): a start-up run has nothing to
+        # run for and writes no state, so nothing would answer a wait for it (the first `up` on such a node
+        # waited out nodeTimeoutSeconds; e2e test_gpupool_up). The restart still gives the replacement the
+        # current ConfigMap; it, or the old pod seeing the label appear (a change), runs for the label below.
+        _restart(api, s.namespace, pods, s.node)
+        started = labels
     if started.get(LABEL_MIG_CONFIG) != s.config:
         _patch_labels(api, s.node, {LABEL_MIG_CONFIG: s.config, LABEL_STATE: "pending"})
         started = _wait(

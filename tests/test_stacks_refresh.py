@@ -131,3 +131,38 @@ def test_a_convergence_check_that_cannot_run_is_not_called_drift(project, tmp_pa
         p.run("up")
     (o,) = p.outcomes
     assert o.result == "failed" and "did not converge" not in o.note and "unhandled exception" in o.note
+
+
+def test_an_up_that_does_not_converge_names_what_the_check_still_plans(project, tmp_path, monkeypatch):
+    """The check's preview events name its planned steps (never `same`, a read or the stack): the error lists
+    the first five and counts the rest, so a CI log says what did not converge without a second preview."""
+    from types import SimpleNamespace
+
+    def event(op: str, typ: str, name: str):
+        meta = SimpleNamespace(op=SimpleNamespace(value=op), type=typ, urn=f"urn:pulumi:dev::gpupool::{typ}::{name}")
+        return SimpleNamespace(resource_pre_event=SimpleNamespace(metadata=meta))
+
+    def preview(self, **kw):
+        if not kw.get("expect_no_changes"):
+            return SimpleNamespace(stdout="", change_summary={})
+        kw["on_event"](SimpleNamespace(resource_pre_event=None))
+        kw["on_event"](event("same", "kubernetes:core/v1:Namespace", "gpupool-tenant-a-ns"))
+        kw["on_event"](event("same", "pulumi:pulumi:Stack", "gpupool-dev"))
+        kw["on_event"](event("update", "kubernetes:core/v1:ConfigMap", "gpupool-mig-config"))
+        for i in range(6):
+            kw["on_event"](event("create", "kubernetes:core/v1:NodePatch", f"gpupool-pool-a.n{i}"))
+        raise auto.CommandError(_failed("error: no changes were expected but changes were proposed"))
+
+    monkeypatch.setattr(FakeStack, "preview", preview)
+    world = World({"dev": []})
+    p, _ = _platform(project, world, tmp_path)
+    with pytest.raises(stacks.StackError, match="did not converge"):
+        p.run("up")
+    (o,) = p.outcomes
+    assert (
+        "(update kubernetes:core/v1:ConfigMap gpupool-mig-config; create kubernetes:core/v1:NodePatch "
+        "gpupool-pool-a.n0; create kubernetes:core/v1:NodePatch gpupool-pool-a.n1; create "
+        "kubernetes:core/v1:NodePatch gpupool-pool-a.n2; create kubernetes:core/v1:NodePatch gpupool-pool-a.n3; "
+        "and 2 more)" in o.note
+    ), o.note
+    assert "Namespace" not in o.note and "pulumi:pulumi:Stack" not in o.note

@@ -33,7 +33,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import yaml
 from pulumi import automation as auto
@@ -459,11 +459,13 @@ class Platform:
         before = getattr(workspace, "env_vars", None)
         if workspace is not None:
             workspace.env_vars = {**(before or {}), CONVERGENCE_ENV: "1"}
+        planned: list[str] = []
         try:
             stack.preview(
                 expect_no_changes=True,
                 color="never",
                 on_output=lambda _: None,
+                on_event=lambda event: _record_planned(event, planned),
                 config_file=config_file,
             )
         except auto.CommandError as exc:
@@ -474,6 +476,7 @@ class Platform:
                 note = (
                     "did not converge: a preview after the up still plans changes"
                     + (" (after reading the cluster)" if refresh else "")
+                    + _planned_note(planned)
                     + f"; run `gpupool stacks preview {self.platform_stack} --refresh` to see them "
                     f"(pulumi: {_reason(exc)})"
                 )
@@ -603,6 +606,29 @@ def _unrunnable(exc: OSError) -> str:
     if isinstance(exc, FileNotFoundError):
         return "the pulumi CLI is no longer on PATH"
     return f"the pulumi CLI cannot be run: {exc.strerror or type(exc).__name__}"
+
+
+PLANNED_SHOWN = 5  # the convergence check's planned steps named in its error, at most
+
+
+def _record_planned(event: Any, planned: list[str]) -> None:
+    """A step the convergence check's preview plans (its resource pre-events, `same` and reads aside), as
+    "op type name": what did not converge, named in the error rather than left to a second preview."""
+    pre = getattr(event, "resource_pre_event", None)
+    if pre is None:
+        return
+    meta = pre.metadata
+    op = getattr(meta.op, "value", str(meta.op))
+    if op in ("same", "read") or meta.type == "pulumi:pulumi:Stack":
+        return
+    planned.append(f"{op} {meta.type} {meta.urn.rsplit('::', 1)[-1]}")
+
+
+def _planned_note(planned: list[str]) -> str:
+    if not planned:
+        return ""
+    more = len(planned) - PLANNED_SHOWN
+    return " (" + "; ".join(planned[:PLANNED_SHOWN]) + (f"; and {more} more" if more > 0 else "") + ")"
 
 
 def _drift_note(changes: Mapping | None) -> str:

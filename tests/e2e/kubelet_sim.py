@@ -64,6 +64,11 @@ def running_pod(cp: ControlPlane, namespace: str, name: str, node: str, *, app: 
     }
     status, obj = cp.api("POST", f"/api/v1/namespaces/{namespace}/pods", pod)
     assert status == 201, obj
+    report_running(cp, namespace, name)
+
+
+def report_running(cp: ControlPlane, namespace: str, name: str) -> None:
+    """Pod NAMESPACE/NAME Running and Ready, written through the status subresource as kubelet would."""
     ready = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}
     status, obj = cp.api(
         "PATCH",

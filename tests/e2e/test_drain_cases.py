@@ -29,7 +29,7 @@ import pytest
 from gpupool.k8s import drain, kubeclient, mig_step
 from gpupool.k8s.rollout import LABEL_CHECKED, LABEL_MIG_CONFIG, LABEL_STATE
 
-from .kubelet_sim import Kubelet
+from .kubelet_sim import Kubelet, report_running
 
 pytestmark = pytest.mark.e2e
 
@@ -137,14 +137,7 @@ def _place(
     made = _create(
         cp, f"/api/v1/namespaces/{namespace}/pods", {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
     )
-    ready = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}
-    status, obj = cp.api(
-        "PATCH",
-        f"/api/v1/namespaces/{namespace}/pods/{name}/status",
-        {"status": {"phase": "Running", "conditions": [ready]}},
-        content_type="application/merge-patch+json",
-    )
-    assert status == 200, obj
+    report_running(cp, namespace, name)
     return made
 
 

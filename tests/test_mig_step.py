@@ -158,6 +158,18 @@ def test_a_node_without_mig_manager_is_labelled_without_pending_or_wait():
     assert c.log == [f"patch mig.config={NEW}"] and c.now == 0
 
 
+def test_a_node_without_mig_manager_is_drained_before_its_relabel():
+    """Issue 37: a node whose MIG Manager pod is missing (the operator upgrading, its pod gone) still has its GPU
+    pods drained before the relabel its MIG Manager applies once it starts; an unchanged label drains nothing."""
+    c = Cluster(label=OLD, state="success", pods=0)
+    seen = _listings(c)
+    assert _run(c, drain_on=True) == "unmanaged"
+    assert seen == [0] and c.log == [f"patch mig.config={NEW}"]
+    d = Cluster(label=NEW, state="failed", checked=NEW, pods=0)
+    seen = _listings(d)
+    assert _run(d, drain_on=True) == "unmanaged" and seen == [] and d.log == []
+
+
 def test_failed_stops_with_the_node_named_and_no_record():
     c = Cluster(fail=True)
     with pytest.raises(mig_step.MigStepError) as err:

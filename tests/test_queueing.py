@@ -172,3 +172,47 @@ def test_plan_shows_nominal_lendable_and_borrowable_per_flavor(tmp_path):
     # serve (2, lends nothing) and train (2): 4 nominal of 4, train's 2 lendable
     assert (whole["capacity"], whole["nominal"], whole["lendable"], whole["borrowable"]) == (4, 4, 2, 2)
     assert "Kueue quota by flavor" in planfmt.format_table(plan)
+
+
+def test_kueue_quotas_wait_for_every_node_patch_and_plain_quotas_do_not(tmp_path):
+    """Issue 35 item 5, quotas follow the hardware: a tenant's ClusterQueue, LocalQueue and the ResourceQuota sized
+    to them are applied after every named node's pool patch, the last step of its re-layout (gpupool.k8s.rollout),
+    so Kueue never hears of a profile before the nodes offer it, and keeps the old one until none carries it.
+    Without queueing the ResourceQuota is the grant itself and waits for nothing but its namespace."""
+    spec = _spec(tmp_path)
+    plan = manifests.build(spec)
+    patches = {manifests.node_patch_name(p, n) for p in spec.pools for n in p.nodes}
+    assert patches == {"pool-whole.n1", "pool-mig.n2"}
+    assert patches <= {o.name for o in plan.objects if o.patch and o.kind == "Node"}
+    for tenant in spec.tenants:
+        base = f"tenant-{tenant.name}"
+        objs = {o.name: o for o in plan.objects if o.component == f"tenant:{tenant.name}"}
+        for name in (f"{base}-clusterqueue", f"{base}-localqueue", f"{base}-gpu-quota"):
+            assert set(objs[name].depends_on) == {f"{base}-ns"} | patches, (name, objs[name].depends_on)
+        # the rest of the tenant (namespace, RBAC, defaults) does not wait for a rollout
+        assert not set(objs[f"{base}-container-defaults"].depends_on) & patches
+    plain = manifests.build(_spec(tmp_path, SMALL.split("queueing:")[0]))
+    quota = next(o for o in plain.objects if o.name == "tenant-serve-gpu-quota")
+    assert quota.depends_on == ("tenant-serve-ns",)
+
+
+def test_registered_clusterqueues_depend_on_the_node_patches(monkeypatch):
+    """The same ordering as Pulumi receives it (prod, under mocks): each ClusterQueue's dependencies name every
+    pool patch of a named node, so the engine applies it only after the rollout's last relabel."""
+    from tests.pulumi_mocks import run_program
+
+    monkeypatch.chdir(ROOT)
+    _, monitor, error = run_program({"spec": "stacks/prod/spec.yaml"}, stack="prod")
+    assert error is None, error
+    spec = load_valid_spec(ROOT / "stacks/prod/spec.yaml")
+    names = {f"gpupool-{manifests.node_patch_name(p, n)}" for p in spec.pools for n in p.nodes}
+    patches = {
+        r["urn"]
+        for r in monitor.requests.values()
+        if r["type"] == "kubernetes:core/v1:NodePatch" and r["urn"].rsplit("::", 1)[1] in names
+    }
+    assert names and len(patches) == len(names)
+    queues_ = [r for r in monitor.requests.values() if r["type"] == "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"]
+    assert queues_
+    for cq in queues_:
+        assert patches <= set(cq["dependencies"]), cq["urn"]

@@ -411,7 +411,25 @@ def quota_resources(spec: m.Spec) -> list[str]:
     return sorted(set(spec.advertised_resources()) | set(ALWAYS_QUOTED))
 
 
-def tenant_objects(spec: m.Spec, tenant: m.Tenant, quoted: list[str], kq: QueueObjects | None = None) -> list[Desired]:
+def after_hardware(spec: m.Spec) -> tuple[str, ...]:
+    """Every named node's pool patch: the last step of its rollout (a MIG re-layout's relabel and uncordon, an MPS
+    re-key's, a plain label change). What Kueue is told a pool offers waits for these (tenant_objects)."""
+    return tuple(node_patch_name(pool, node) for pool in spec.pools for node in pool.nodes)
+
+
+def tenant_objects(
+    spec: m.Spec,
+    tenant: m.Tenant,
+    quoted: list[str],
+    kq: QueueObjects | None = None,
+    hardware: tuple[str, ...] = (),
+) -> list[Desired]:
+    """HARDWARE: the node patches a tenant's Kueue quotas wait for (after_hardware). A re-layout relabels nodes wave
+    by wave within the `up`; had the ClusterQueue changed first, Kueue would admit work for profiles no node offers
+    yet, and the old profile's workloads, above their reduced quota, would become borrowers lenders reclaim. So the
+    ClusterQueue and the ResourceQuota sized to it change once every node carries the new layout, and keep the old
+    profile's quota until then (a failed or interrupted rollout leaves them as they were: the rerun finishes the
+    nodes first). In a sharded platform the tenant stacks run after the platform stack's rollout (gpupool stacks)."""
     comp = f"tenant:{tenant.name}"
     base = f"tenant-{tenant.name}"
     ns = tenant.namespace
@@ -433,12 +451,13 @@ def tenant_objects(spec: m.Spec, tenant: m.Tenant, quoted: list[str], kq: QueueO
         # for the tenant (nominal + borrowing): Kueue does not read ResourceQuotas (gpupool.model.queues).
         grants = kq.admitted.get(tenant.name, {})
     hard = {f"requests.{name}": str(grants.get(name, 0)) for name in quoted}
+    after_quota = after_ns + hardware if kq is not None else after_ns
     out.append(
         Desired(
             comp,
             f"{base}-gpu-quota",
             {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta("gpu-quota"), "spec": {"hard": hard}},
-            depends_on=after_ns,
+            depends_on=after_quota,
         )
     )
     if tenant.compute:
@@ -531,7 +550,7 @@ def tenant_objects(spec: m.Spec, tenant: m.Tenant, quoted: list[str], kq: QueueO
         )
     if kq is not None and tenant.name in kq.by_tenant:
         out += [
-            Desired(comp, f"{base}-{obj['kind'].lower()}", obj, depends_on=after_ns)
+            Desired(comp, f"{base}-{obj['kind'].lower()}", obj, depends_on=after_quota)
             for obj in kq.by_tenant[tenant.name]
         ]
     # Dropping a tenant from the spec leaves everything of it in place, quotas included (an unmanaged
@@ -766,7 +785,7 @@ def build(
         plan.objects.extend(kq.platform)
     quoted = quota_resources(spec)
     for tenant in spec.tenants:
-        plan.objects.extend(tenant_objects(spec, tenant, quoted, kq))
+        plan.objects.extend(tenant_objects(spec, tenant, quoted, kq, after_hardware(spec)))
     plan.objects.extend(monitoring.objects(spec, after=("gpu-operator-ns",)))
     return plan
 

@@ -18,8 +18,8 @@ fleet, in its own order), the step restarts the node's own pod and waits for tha
 
 1. read the node: its label L, state S and gpupool's record K (`gpupool.dev/mig-config-checked`);
 2. L is the target and S `success`: done (a rerun after the job finished, or nodes adopted as they are);
-3. no MIG Manager pod on the node (new nodes, the operator not there yet): set L, write no `pending` (nothing
-   answers it now; the pod applies the label when it starts) and do not wait;
+3. no MIG Manager pod on the node (new nodes, the operator not there yet): drain (as in 4: the pod, when it comes,
+   applies the label whatever runs there), set L, write no `pending` (nothing answers it now) and do not wait;
 4. drain (the pool's rollout.drain), unless K and L already are the target (the GPUs have it: a stale state);
 5. `pending`, then delete the pod and wait until the state leaves `pending`: the replacement mounted the current
    ConfigMap (which keeps L while a node carries it, gpupool.k8s.mig_in_use) and ran once for L. A node without
@@ -147,6 +147,13 @@ def run(
     pods = mig_manager_pods(api, s.namespace, s.node)
     if not pods:
         if label != s.config:
+            # Drained all the same: MIG Manager, when its pod comes (the operator installed, upgraded or its pod
+            # back), applies the label at its start-up run, with whatever GPU pods are still on the node; mig-parted
+            # then fails the node, or with WITH_REBOOT reboots it (reconfigure.go 184-202).
+            if s.drain:
+                drain_mod.drain(
+                    api, s.node, timeout_seconds=s.drain_timeout_seconds, care=s.care, clock=clock, sleep=sleep
+                )
             _patch_labels(api, s.node, {LABEL_MIG_CONFIG: s.config})
         return "unmanaged"
     if s.drain and not (label == s.config and checked == s.config):

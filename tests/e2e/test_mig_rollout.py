@@ -11,7 +11,8 @@ MIG Manager restarted by hand), a re-layout
 with GPU pods on the nodes (drained through the real Eviction API before the relabel; a PodDisruptionBudget that
 allows no disruption stops the rollout), an
 unchanged layout, and fresh stacks adopting the nodes (after a destroy, and as after an upgrade from a gpupool
-without rollouts), where nothing waits.
+without rollouts), where nothing waits. The spec turns queueing on (Kueue's CRDs installed, no Kueue manager
+needed): the re-layout's ClusterQueue changes only after the last node has its new layout (issue 35 item 5).
 Set GPUPOOL_E2E_REPORT_DIR=DIR to have the timelines written there as JSON.
 """
 
@@ -22,6 +23,7 @@ import io
 import json
 import os
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -68,6 +70,7 @@ SPEC = textwrap.dedent(f"""\
     tiers: [{{name: batch, priority: 1000}}]
     tenants:
       - {{name: team-r, tier: batch, gpus: {{nvidia.com/mig-1g.10gb: 4}}, owners: [team-r]}}
+    queueing: {{}}
     """)
 REPORT: dict = {}
 
@@ -82,6 +85,13 @@ def control_plane(private_control_plane):
 
 @pytest.fixture(scope="module")
 def stack(control_plane, toolchain_bin, tmp_path_factory):
+    # Kueue's CRDs (the pinned release's, toolchain/build.sh), so the ClusterQueues the spec asks for exist; nothing
+    # here needs Kueue's manager: the test reads what gpupool wrote and when.
+    crds = toolchain_bin / "kueue-crds.yaml"
+    if not crds.is_file():
+        pytest.fail(f"missing {crds} (toolchain/build.sh kueue-manager)", pytrace=False)
+    control_plane.kubectl("apply", "--server-side", "-f", str(crds))
+    control_plane.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=120s")
     for node in NODES:
         control_plane.create_gpu_node(node, {"nvidia.com/mig-1g.10gb": "4"})
     work = tmp_path_factory.mktemp("gpupool-roll")
@@ -119,6 +129,55 @@ def _destroy(stack, cp) -> None:
     stack.stack.destroy(on_output=lambda _: None, color="never")
 
 
+def _queue_profiles(cp) -> list[str]:
+    """The resources team-r's ClusterQueue covers, as the API server holds it."""
+    obj = cp.api("GET", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/team-r")[1]
+    return sorted(r for g in obj["spec"]["resourceGroups"] for r in g["coveredResources"])
+
+
+class _QueueWatch:
+    """Samples (time, nodes, team-r's ClusterQueue profiles, nodes again) during an `up`, on the simulator's clock;
+    nodes as node -> (mig.config, mig.config.state, cordoned)."""
+
+    def __init__(self, cp, now) -> None:
+        self.cp, self.now = cp, now
+        self.samples: list[tuple[float, dict, list[str], dict]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _nodes(self) -> dict[str, tuple]:
+        items = self.cp.api("GET", "/api/v1/nodes")[1]["items"]
+        out = {}
+        for n in items:
+            if n["metadata"]["name"] in NODES:
+                labels = n["metadata"].get("labels", {})
+                out[n["metadata"]["name"]] = (
+                    labels.get(MIG_CONFIG),
+                    labels.get(STATE),
+                    bool(n.get("spec", {}).get("unschedulable")),
+                )
+        return out
+
+    def _sample(self) -> None:
+        t, before = self.now(), self._nodes()
+        profiles = _queue_profiles(self.cp)
+        self.samples.append((t, before, profiles, self._nodes()))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(0.2)
+
+    def __enter__(self) -> _QueueWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
 def _record(name: str, sim: MigManagerSim, since: float) -> None:
     REPORT[name] = [{"t": round(e.t - since, 2), "node": e.node, "event": e.what} for e in sim.timeline(since)]
 
@@ -145,13 +204,30 @@ def test_a_relayout_rolls_in_waves_and_each_node_waits_for_its_own_success(stack
             {"metadata": {"labels": {STATE: "success"}}},
             content_type="application/merge-patch+json",
         )
+    old_profiles = _queue_profiles(cp)
+    assert old_profiles == ["nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb"]
     with MigManagerSim(cp, NODES, pending_delay=PENDING_DELAY, apply_delay=APPLY_DELAY, restart_delay=1.0) as sim:
         stack.edit("spec.yaml", "preset: all-balanced", "preset: all-1g.10gb")
         t0 = sim.now()
-        assert stack.up().summary.result == "succeeded"
+        with _QueueWatch(cp, sim.now) as queue:
+            assert stack.up().summary.result == "succeeded"
         time.sleep(0.5)
     _record("relayout", sim, t0)
     new = "a100-80gb-all-1g.10gb"
+    # Quotas follow the hardware (issue 35 item 5): Kueue's ClusterQueue lists the old layout's profiles while any
+    # node still carries it, and the new layout's only once every node has it. Each sample reads the nodes, the
+    # ClusterQueue, then the nodes again; relabels only go forward, so no timing between two pollers is compared:
+    # a ClusterQueue already changed must be followed by nodes all done, and an unchanged one between two mixed
+    # readings was unchanged while the nodes were mixed.
+    done = lambda nodes: all(v == (new, "success", False) for v in nodes.values())  # noqa: E731
+    mixed = lambda nodes: 0 < sum(v[0] == new for v in nodes.values()) < len(nodes)  # noqa: E731
+    changed_samples = [x for x in queue.samples if x[2] != old_profiles]
+    assert changed_samples and changed_samples[-1][2] == ["nvidia.com/mig-1g.10gb"], queue.samples[-1]
+    for t, _, profiles, after in changed_samples:
+        assert done(after), (t, profiles, after)
+    assert any(mixed(before) and mixed(after) for _, before, p, after in queue.samples if p == old_profiles), [
+        (t, p) for t, _, p, _ in queue.samples
+    ]
     assert sim.max_unavailable() <= AT_ONCE, sim.samples  # cordoned or having its GPUs changed
     assert sim.max_cordoned() == AT_ONCE  # the two nodes of a wave really are out together
     # No node was relabelled before its MIG Manager restarted with the new file (the mig step restarts the node's

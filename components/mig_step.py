@@ -30,6 +30,7 @@ class NodeMigStep(Resource, module="gpupool", name="NodeMigStep"):  # pulumi-pyt
             "drainTimeoutSeconds": step.drain_timeout_seconds,
             "force": step.force,
             "deleteEmptyDirData": step.delete_empty_dir_data,
+            "wholeNode": step.whole_node,
             "outcome": None,
         }
         # The kubeconfig may be its contents (credentials): kept as a secret in the state.

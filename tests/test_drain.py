@@ -410,3 +410,26 @@ def test_an_evicted_pod_still_there_after_its_grace_period_and_the_margin_stops_
     message = str(failure.value)
     assert f"pod team-a/stuck was evicted but is still there after {grace + drain.GRACE_MARGIN_SECONDS}s" in message
     assert f"terminationGracePeriodSeconds, {grace}s" in message, message
+
+
+def test_where_the_node_may_reboot_every_pod_but_gpu_less_daemonset_and_mirror_pods_is_drained_with_kubectls_care():
+    """Issue 37: with migRebootOnReconfigure the GPU Operator may reboot the node for a MIG mode change, which
+    stops every pod on it, so the drain covers the whole node: CPU pods are evicted too, a CPU-only bare pod with
+    emptyDir data is refused for both reasons (kubectl's care applies to every pod it drains), DaemonSet pods
+    without a GPU and mirror pods are left as kubectl drain --ignore-daemonsets leaves them."""
+    pods = [
+        pod("replica"),
+        pod("web", gpu=False),
+        pod("logs", owner="DaemonSet", gpu=False),
+        pod("static", owner=None, mirror=True),
+        pod("done", gpu=False, phase="Succeeded"),
+    ]
+    api = FakeApi(pods)
+    evicted, _ = run(api, whole_node=True)
+    assert evicted == ["team-a/replica", "team-a/web"] and set(api.pods) == {"logs", "static", "done"}
+    shell = FakeApi([pod("replica"), pod("shell", owner=None, gpu=False, empty_dir=True)])
+    with pytest.raises(drain.DrainError) as err:
+        run(shell, whole_node=True)
+    assert "team-a/shell" in str(err.value) and "rollout.force" in str(err.value)
+    assert "deleteEmptyDirData" in str(err.value) and _posts(shell) == []
+    assert run(FakeApi([pod("web", gpu=False)]))[0] == []  # without it a CPU pod is not the drain's business

@@ -210,3 +210,18 @@ def test_the_drain_runs_before_anything_is_written_and_not_for_a_stale_state_of_
     d.gpus = NEW
     seen = _listings(d)
     assert _run(d, drain_on=True) == "reconfigured" and seen == []
+
+
+def test_the_provider_passes_whole_node_to_the_drain(monkeypatch):
+    """The mig step's input wholeNode (rollout.Reconfigure.whole_node) reaches the drain as Care.whole_node."""
+    from gpupool.deploy.mig_step_provider import MigStepProvider
+    from gpupool.k8s import kubeclient
+
+    seen = {}
+    monkeypatch.setattr(kubeclient, "Client", lambda *_a: "api")
+    monkeypatch.setattr(mig_step, "run", lambda api, settings: seen.setdefault("care", settings.care) and "already")
+    props = {"node": "n1", "config": NEW, "namespace": NS, "kubeconfig": "", "context": "", "timeoutSeconds": 5}
+    for extra, whole in (({}, False), ({"wholeNode": True, "force": True}, True)):
+        seen.clear()
+        MigStepProvider()._step({**props, **extra})
+        assert seen["care"] == drain.Care(force=bool(extra), whole_node=whole)

@@ -246,6 +246,11 @@ def test_mig_steps_are_dynamic_resources_that_rerun_only_on_a_new_config(stack):
     provider = MigStepProvider()
     assert not provider.diff("n", olds, {**olds, "timeoutSeconds": olds["timeoutSeconds"] + 1}).changes
     assert provider.diff("n", olds, {**olds, "config": "another"}).changes
+    # wholeNode (added for migRebootOnReconfigure) is a drain setting: a stack written before it reruns nothing.
+    assert (
+        "wholeNode" in olds
+        and not provider.diff("n", {k: v for k, v in olds.items() if k != "wholeNode"}, olds).changes
+    )
     # No node patch waits for MIG Manager or writes its state label: only the mig step does, where it waits.
     for a in mocks.created:
         if a.typ == "kubernetes:core/v1:NodePatch":

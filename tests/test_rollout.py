@@ -121,6 +121,20 @@ def test_the_drain_settings_reach_the_mig_step_which_is_never_rendered():
         assert not any(d.drain for d in manifests.build(_spec(**off)).mig_steps["a100"]), off
 
 
+def test_a_node_the_operator_may_reboot_is_drained_whole_where_the_pool_drains():
+    """migRebootOnReconfigure (MIG Manager's WITH_REBOOT) can reboot a node for a MIG mode change: the mig step then
+    drains every pod of the node (gpupool.k8s.drain, Care.whole_node), only in pools that drain at all."""
+    spec = _spec(max_unavailable=2)
+    assert not any(d.whole_node for d in manifests.build(spec).mig_steps["a100"])
+    operator = dataclasses.replace(spec.cluster.operator, mig_reboot=True)
+    rebooting = dataclasses.replace(spec, cluster=dataclasses.replace(spec.cluster, operator=operator))
+    assert all(d.whole_node for d in manifests.build(rebooting).mig_steps["a100"])
+    no_drain = dataclasses.replace(
+        rebooting, pools=(dataclasses.replace(spec.pools[0], rollout=m.Rollout(drain=False)),)
+    )
+    assert not any(d.whole_node for d in manifests.build(no_drain).mig_steps["a100"])
+
+
 def test_selector_pools_get_no_chain():
     spec = _spec()
     pool = dataclasses.replace(spec.pools[0], nodes=(), node_selector={"pool": "a100"}, node_count=3)

@@ -4,7 +4,7 @@ it does is gpupool.k8s.mig_step).
 Like gpupool.deploy.drain_provider (kept so that stacks still holding its drain steps can delete them), it runs
 in the engine's `pulumi-resource-pulumi-python` host, unpickled by reference from the installed package.
 Inputs: node, config, namespace (the GPU Operator's), kubeconfig and context (the Kubernetes provider's),
-timeoutSeconds, and the drain settings (drain, drainTimeoutSeconds, force, deleteEmptyDirData).
+timeoutSeconds, and the drain settings (drain, drainTimeoutSeconds, force, deleteEmptyDirData, wholeNode).
 - diff reports a change only when node or config change: create/update (never run by a preview) run exactly
   when the node's target config changes, or again after an interrupted run (the engine then has no record of
   its outcome, and gpupool.k8s.mig_step.run is written to be run again);
@@ -33,6 +33,8 @@ class MigStepProvider(NodeStepProvider):
             timeout_seconds=float(props["timeoutSeconds"]),
             drain=bool(props.get("drain")),
             drain_timeout_seconds=float(props.get("drainTimeoutSeconds") or 0),
-            care=drain.Care(bool(props.get("force")), bool(props.get("deleteEmptyDirData"))),
+            care=drain.Care(
+                bool(props.get("force")), bool(props.get("deleteEmptyDirData")), bool(props.get("wholeNode"))
+            ),
         )
         return {**props, "outcome": mig_step.run(api, settings)}

@@ -113,9 +113,11 @@ def grace_seconds(pod: dict[str, Any]) -> int:
     return value if isinstance(value, int) and value >= 0 else DEFAULT_GRACE_SECONDS
 
 
-def gpu_pods(pods: list[dict[str, Any]], node: str) -> list[dict[str, Any]]:
+def gpu_pods(pods: list[dict[str, Any]], node: str, whole_node: bool = False) -> list[dict[str, Any]]:
     """The pods the drain is about: bound to NODE, holding GPUs, and still running or about to (Succeeded and
-    Failed pods hold no device), mirror pods left out. DaemonSet pods are among them: `refusals` stops at them."""
+    Failed pods hold no device), mirror pods left out. DaemonSet pods are among them: `refusals` stops at them.
+    WHOLE_NODE (Care.whole_node): every such pod, GPU or not, except DaemonSet pods without a GPU, which kubectl's
+    --ignore-daemonsets leaves too (their controller tolerates the cordon and they come back with the node)."""
     out = []
     for pod in pods:
         meta, status = pod.get("metadata", {}), pod.get("status", {})
@@ -123,7 +125,7 @@ def gpu_pods(pods: list[dict[str, Any]], node: str) -> list[dict[str, Any]]:
             continue
         if MIRROR_ANNOTATION in (meta.get("annotations") or {}):
             continue
-        if requests_gpus(pod):
+        if requests_gpus(pod) or (whole_node and daemonset_of(pod) is None):
             out.append(pod)
     return out
 
@@ -136,6 +138,9 @@ class Care:
 
     force: bool = False
     delete_empty_dir_data: bool = False
+    # Every pod of the node, not only its GPU pods: the GPU Operator may reboot the node for a MIG mode change
+    # (`migRebootOnReconfigure`, MIG Manager's WITH_REBOOT: reconfigure.go 184-202), which stops every pod on it.
+    whole_node: bool = False
 
 
 # Why a pod is refused, and what would let the drain go on (one line each, said once for all its pods).
@@ -280,8 +285,9 @@ def drain(
         raise DrainError(f"listing the pods of node {node} answered {status}")
     if not isinstance(listing, dict) or not isinstance(listing.get("items"), list):
         raise DrainError(f"listing the pods of node {node} answered 200 without a list of items")
-    pods = gpu_pods(listing["items"], node)
-    refused = refusals(pods, care or Care())
+    care = care or Care()
+    pods = gpu_pods(listing["items"], node, care.whole_node)
+    refused = refusals(pods, care)
     if refused:
         found = "; ".join(f"{reason}: {_listed(names)}" for reason, names in refused.items())
         raise DrainError(f"node {node}: the drain evicted nothing: {found}; every pod keeps running and {KEEP}")

@@ -726,7 +726,11 @@ def build(
         # mig step relabels; the pool patch comes after the chain and carries the final labels, that one too (the
         # value is already there then, so MIG Manager, which answers a changed value only, sees nothing; and a
         # plain apply of the render, which has no chain, labels the node).
-        chains = rollout.chain(pool, mig_by_pool[pool.name], ("mig-config",), opns) if pool.name in mig_by_pool else {}
+        chains = (
+            rollout.chain(pool, mig_by_pool[pool.name], ("mig-config",), opns, whole_node=op.mig_reboot)
+            if pool.name in mig_by_pool
+            else {}
+        )
         own = labels
         patch_names = {node: node_patch_name(pool, node) for node in pool.nodes}
         # An MPS pool's re-key: cordon and drain before the pool patch relabels, uncordon after (rollout.rekey_chain).

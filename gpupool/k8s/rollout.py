@@ -145,6 +145,7 @@ class Reconfigure(NamedTuple):
     drain_timeout_seconds: int = 0
     force: bool = False  # the pool's rollout.force (kubectl drain --force)
     delete_empty_dir_data: bool = False  # the pool's rollout.deleteEmptyDirData (kubectl --delete-emptydir-data)
+    whole_node: bool = False  # drain every pod: the operator may reboot the node (migRebootOnReconfigure)
 
 
 IGNORE_CORDON = "spec.unschedulable"
@@ -161,9 +162,12 @@ IGNORE_CORDON = "spec.unschedulable"
 REFRESH_EXCLUDE = ("**$kubernetes:core/v1:NodePatch::*_*cordon",)
 
 
-def chain(pool: m.NodePool, config: str, after: tuple[str, ...], namespace: str) -> dict[str, list[Step | Reconfigure]]:
+def chain(
+    pool: m.NodePool, config: str, after: tuple[str, ...], namespace: str, *, whole_node: bool = False
+) -> dict[str, list[Step | Reconfigure]]:
     """node -> its steps, in order, for the pool's named nodes, waves chained. `after`: what the first wave
-    waits for (the MIG ConfigMap); NAMESPACE: the GPU Operator's."""
+    waits for (the MIG ConfigMap); NAMESPACE: the GPU Operator's; WHOLE_NODE: the operator may reboot a node
+    for a MIG mode change (migRebootOnReconfigure), so a draining pool drains every pod, not only GPU pods."""
     out: dict[str, list[Step | Reconfigure]] = {}
     previous = after
     r = pool.rollout
@@ -196,6 +200,7 @@ def chain(pool: m.NodePool, config: str, after: tuple[str, ...], namespace: str)
                     r.drain_timeout_seconds if r.drains else 0,
                     r.force,
                     r.delete_empty_dir_data,
+                    whole_node and r.drains,
                 )
             )
             if "uncordon" in n:

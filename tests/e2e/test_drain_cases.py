@@ -8,7 +8,8 @@ providers call exactly these, gpupool.deploy.mig_step_provider).
 - a GPU pod of a DaemonSet stops the MIG step at its drain, before any write to the node: its
   `nvidia.com/mig.config` label is unchanged;
 - a GPU pod in a namespace being terminated does not fail the drain: the Eviction is refused (403,
-  `NamespaceTerminating`), and the drain waits for the pod the namespace controller is deleting.
+  `NamespaceTerminating`), and the drain waits for the pod the namespace controller is deleting;
+- a node that may reboot (migRebootOnReconfigure) is drained whole: its CPU pods too, a GPU-less DaemonSet's left.
 
 No kubelet, scheduler, ReplicaSet or DaemonSet controller runs here. Pods are created bound to their node
 (spec.nodeName) and reported Running through the status subresource; `kubelet_sim.Kubelet` finishes a deletion
@@ -342,3 +343,23 @@ def test_a_pod_in_a_terminating_namespace_does_not_fail_the_drain(cp, client):
     after = spy.calls[spy.calls.index(first) + 1]
     assert (after.method, after.path, after.status) == ("GET", notebook, 200), after
     assert [c.path for c in evictions].count(first.path) == 1, evictions
+
+
+# ---------------------------------------------------------------------------------------------- (e)
+def test_a_node_that_may_reboot_is_drained_whole(cp, client):
+    """Proves (migRebootOnReconfigure: MIG Manager's WITH_REBOOT may reboot the node, stopping every pod on it):
+    with Care.whole_node the drain evicts the node's CPU pods too, through the real Eviction API, and leaves a
+    GPU-less DaemonSet pod (kubectl drain --ignore-daemonsets); without it the CPU pod stays."""
+    node, ns = "drain-whole", "team-whole"
+    cp.create_gpu_node(node, {GPU: "4"})
+    _namespace(cp, ns)
+    web = _controller(cp, "ReplicaSet", ns, "web")
+    logs = _controller(cp, "DaemonSet", ns, "logs")
+    _place(cp, ns, "web-1", node, gpu=False, owner=web, labels={"app": "web"})
+    _place(cp, ns, "logs-1", node, gpu=False, owner=logs, labels={"app": "logs"})
+    with Kubelet(cp, (node,)):
+        assert drain.drain(client, node, timeout_seconds=DEADLINE, care=drain.Care(), interval=POLL) == []
+        assert set(_pods(cp, node)) == {f"{ns}/web-1", f"{ns}/logs-1"}
+        evicted = drain.drain(client, node, timeout_seconds=DEADLINE, care=drain.Care(whole_node=True), interval=POLL)
+    assert evicted == [f"{ns}/web-1"]
+    assert set(_pods(cp, node)) == {f"{ns}/logs-1"}

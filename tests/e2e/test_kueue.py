@@ -397,11 +397,16 @@ def test_attempts_kueue_managed_kinds_go_through_kueue(env):
         },
     }
     _submit(cp, ns, sts)
-    cp.wait_for(lambda: _admitted(cp, ns, "db-0"), timeout=WAIT, what="db-0 admitted")
+    wl = cp.wait_for(lambda: _admitted(cp, ns, "db-0"), timeout=WAIT, what="db-0 admitted")
     cp.wait_for(lambda: not _gated(cp.get_json("pod", "db-0", "-n", ns)), timeout=WAIT, what="db-0 ungated")
+    # The Job and the Deployment's pod hold train's nominal 2 (on whole2): db-0 is admitted by borrowing one of
+    # serve's idle GPUs on `whole`, and its pod is not refused by the ResourceQuota (sized for borrowing).
+    assert wl["status"]["admission"]["podSetAssignments"][0]["flavors"][gpu] == "whole"
+    cp.wait_for(lambda: _borrowed(cp, "train", "whole", gpu) == 1, timeout=WAIT, what="train borrowing 1 on whole")
     _record(
-        "StatefulSet (1 replica, 1 GPU)",
-        "pod db-0 created gated; Kueue admitted it on train's ClusterQueue and removed the gate",
+        "StatefulSet (1 replica, 1 GPU), beyond train's nominal 2 (the Job and the Deployment hold it)",
+        "pod db-0 created gated; Kueue admitted it borrowing 1 of serve's idle GPUs (flavor whole, borrowed: 1) "
+        "and removed the gate",
     )
 
     # A bare pod: Kueue's pod webhook gates it and queues it. It names a LocalQueue that does not exist, so it

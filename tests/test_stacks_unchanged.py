@@ -158,9 +158,13 @@ def test_a_tenant_s_edit_runs_its_shard_only(project, tmp_path):
     # and a preview of the same edit, before its up, previews that shard only
     tenant.write_text(tenant.read_text().replace("research-interns", "research-guests"))
     world.calls.clear()
-    p, _ = _platform(project, world, tmp_path)
+    comment = tmp_path / "preview.txt"
+    p, _ = _platform(project, world, tmp_path, preview_out=comment)
     p.run("preview")
     assert [c[1] for c in world.calls if c[0] == "preview"] == [home]
+    others = sorted(set(world.states) - {home})
+    assert sorted(ln.split(":")[0] for ln in comment.read_text().splitlines() if " preview skipped (" in ln) == others
+    assert f"preview of {home}\n" in comment.read_text()
 
 
 def test_all_runs_every_stack_and_records_them(project, tmp_path):

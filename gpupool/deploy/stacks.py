@@ -487,7 +487,11 @@ class Platform:
             self.s.log(f"{name}: runs: {reason}")
             return False
         assert inputs is not None
-        self.outcomes.append(Outcome(name, op, "skipped", note=unchanged.skipped_note(inputs)))
+        outcome = Outcome(name, op, "skipped", note=unchanged.skipped_note(inputs))
+        self.outcomes.append(outcome)
+        if op == "preview":  # the pull-request comment (--preview-out) says which stacks it does not show
+            self._previews.append(outcome.line() + "\n")
+            self._write_previews()
         return True
 
     def refreshes(self, op: str) -> bool:

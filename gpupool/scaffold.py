@@ -211,13 +211,16 @@ __pycache__/
 
 WORKFLOW = """\
 # gpupool CI: validate every pull request (annotations on the changed lines), post the diff as a sticky
-# comment and preview; `gpupool stacks up` on pushes to main. The secrets it reads: gpupool's docs/ci.md.
+# comment and preview the stacks it changes; `gpupool stacks up` of the changed stacks on pushes to main, of
+# every stack nightly (drift). The secrets it reads: gpupool's docs/ci.md.
 name: gpupool
 
 on:
   pull_request:
   push:
     branches: [main]
+  schedule:
+    - cron: "17 3 * * *"   # nightly: --all --refresh puts back what was changed by hand
 
 permissions:
   contents: read
@@ -279,13 +282,14 @@ jobs:
         env:
           STACK: ${{{{ matrix.stack }}}}
           PULUMI_BACKEND_URL: ${{{{ vars.PULUMI_BACKEND_URL }}}}
-        run: gpupool stacks preview "$STACK" --refresh --preview-out pulumi-preview.txt   # --refresh: shows drift
+        # the stacks whose inputs changed since their last up; --refresh: shows their drift
+        run: gpupool stacks preview "$STACK" --refresh --preview-out pulumi-preview.txt
       - name: Fail on an invalid spec, negative headroom or a failed preview
         if: always() && (steps.validate.outcome == 'failure' || steps.diff.outputs.status != '0' || steps.preview.outcome == 'failure')
         run: exit 1
 
   up:
-    if: github.event_name == 'push' && github.ref == 'refs/heads/main'
+    if: (github.event_name == 'push' && github.ref == 'refs/heads/main') || github.event_name == 'schedule'
     runs-on: ubuntu-latest
     timeout-minutes: 60
     strategy:
@@ -322,7 +326,13 @@ jobs:
         env:
           STACK: ${{{{ matrix.stack }}}}
           PULUMI_BACKEND_URL: ${{{{ vars.PULUMI_BACKEND_URL }}}}
-        run: gpupool stacks up "$STACK" --single-writer   # refreshes first: drift repaired, converged = cluster
+        # refreshes first: drift repaired, converged = cluster; a push runs the stacks whose inputs changed
+        run: |
+          if [ "$GITHUB_EVENT_NAME" = schedule ]; then
+            gpupool stacks up "$STACK" --single-writer --all --refresh
+          else
+            gpupool stacks up "$STACK" --single-writer
+          fi
 """
 
 README = """\
@@ -355,7 +365,8 @@ headroom). Merging deploys it.
 ## CI
 
 `.github/workflows/gpupool.yml`: on pull requests validate, diff and preview; on pushes to main
-`gpupool stacks up`. It needs `vars.PULUMI_BACKEND_URL`, the secrets `PULUMI_CONFIG_PASSPHRASE`,
+`gpupool stacks up` (the stacks whose inputs changed); nightly `gpupool stacks up --all --refresh` (every
+stack: drift). It needs `vars.PULUMI_BACKEND_URL`, the secrets `PULUMI_CONFIG_PASSPHRASE`,
 `KUBECONFIG` (per environment) and `PREVIEW_KUBECONFIG_<STACK>`, `PULUMI_CONFIG_PASSPHRASE_<STACK>`
 (repository).
 """

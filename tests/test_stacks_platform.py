@@ -73,6 +73,24 @@ class World:
         self.imported: dict[str, dict] = {}
         self.selected: list[tuple[str, bool]] = []  # (stack, was the sidecar torn then)
         self.torn: Path | None = None
+        self.tags: dict[str, dict[str, str]] = {}  # stack -> its tags (gpupool.deploy.unchanged's record)
+        self.updated: dict[str, int] = {}  # stack -> how many updates it had: its "last update" time
+        self.tag_calls: list[tuple[str, str]] = []  # (list_tags, set_tag or remove_tag, stack), in order
+
+    def list_stacks(self):
+        return [SimpleNamespace(name=n, last_update=f"update {self.updated.get(n, 0)}") for n in self.states]
+
+    def list_tags(self, stack):
+        self.tag_calls.append(("list_tags", stack))
+        return dict(self.tags.get(stack, {}))
+
+    def set_tag(self, stack, key, value):
+        self.tag_calls.append(("set_tag", stack))
+        self.tags.setdefault(stack, {})[key] = value
+
+    def remove_tag(self, stack, key):
+        self.tag_calls.append(("remove_tag", stack))
+        self.tags.get(stack, {}).pop(key, None)
 
 
 class FakeStack:
@@ -101,6 +119,7 @@ class FakeStack:
         if self.name in self.w.fail:
             raise auto.CommandError(self.w.fail[self.name])
         self.w.states.setdefault(self.name, {"resources": []})
+        self.w.updated[self.name] = self.w.updated.get(self.name, 0) + 1
         return SimpleNamespace(summary=SimpleNamespace(resource_changes={"same": 3, "update": 1}))
 
     def up(self, **kw):
@@ -133,7 +152,12 @@ class FakeStack:
 class FakePlatform(stacks.Platform):
     def __init__(self, world: World, settings: stacks.Settings, name: str = "dev"):
         self.world = world
-        workspace = SimpleNamespace(list_stacks=lambda: [SimpleNamespace(name=n) for n in world.states])
+        workspace = SimpleNamespace(
+            list_stacks=world.list_stacks,
+            list_tags=world.list_tags,
+            set_tag=world.set_tag,
+            remove_tag=world.remove_tag,
+        )
         super().__init__(settings, name, workspace=workspace)  # type: ignore[arg-type]
 
     def select(self, name: str, create: bool = True):  # type: ignore[override]
@@ -369,11 +393,12 @@ def test_the_s3_backend_s_lock_lines_are_read_the_same(project, tmp_path):
     assert any(f"created by ci@{socket.gethostname()} (pid" in line and "holder gone" in line for line in logs)
     world.calls.clear()
     world.lock = _lock_text("runner-that-is-gone", 4242, url=S3_LOCK_URL)
-    p, logs = _platform(project, world, tmp_path, backend_url=s3)
+    # all_stacks: dev's inputs are unchanged since that up, which would skip it before it met the lock
+    p, logs = _platform(project, world, tmp_path, backend_url=s3, all_stacks=True)
     with pytest.raises(stacks.StackError):
         p.run("up")
     assert "dev: live lock: created by ci@runner-that-is-gone (pid 4242) at " in logs[-1], logs
-    p, _ = _platform(project, world, tmp_path, backend_url=s3, single_writer=True)
+    p, _ = _platform(project, world, tmp_path, backend_url=s3, single_writer=True, all_stacks=True)
     p.run("up")
     assert [c[0] for c in world.calls].count("cancel") == 1
 

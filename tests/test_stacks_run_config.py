@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 FAKE_PULUMI = """\
 #!{python}
-# A stand-in for the pulumi CLI: version, stack select/init/ls, config (read from and written to the stack
+# A stand-in for the pulumi CLI: version, stack select/init/ls/tag ls, config (read from and written to the stack
 # file, as pulumi does), preview and up. It records every call and, for --config-file, the file it was given.
 import json, os, signal, subprocess, sys, time
 
@@ -58,6 +58,8 @@ elif args[:2] == ["stack", "export"]:
     print(json.dumps({{"version": 3, "deployment": {{}}}}))
 elif args[:3] == ["stack", "ls", "--json"]:
     print(json.dumps([{{"name": "dev", "current": True}}]))
+elif args[:3] == ["stack", "tag", "ls"]:  # the inputs record (gpupool.deploy.unchanged): none yet
+    print("{{}}")
 elif args[:2] == ["config", "set-all"]:
     data = settings()
     pairs = [args[i + 1] for i, a in enumerate(args) if a in ("--plaintext", "--secret")]

@@ -2,7 +2,8 @@
 
 Runs the project's own program (Pulumi.yaml in the current directory or --project-dir) on STACK, and on
 its tenant shard stacks when the spec is sharded, with dead-run recovery and the convergence check
-(gpupool/deploy/stacks.py). One summary line per stack at the end.
+(gpupool/deploy/stacks.py). preview and up skip a stack whose inputs are unchanged since its last successful
+up (gpupool/deploy/unchanged.py; `--all` runs every stack). One summary line per stack at the end.
 Exit status: 0 = every stack succeeded (up: and converged), 1 = a stack failed, was locked by a live run,
 did not converge or (destroy) does not exist, 2 = usage error (no project, no virtualenv, no backend, no
 pulumi CLI), 130 = interrupted (Ctrl-C: pulumi and its plugins stopped, one line). A failed stack is one
@@ -32,16 +33,20 @@ ACTIONS = {
     "empty (a first deploy's pull request). An invalid spec stops here, each error printed once. "
     "--preview-out FILE keeps the text for the pull-request comment. --refresh reads the cluster first (pulumi "
     "refresh --preview-only, nothing written), so the preview also shows drift (objects deleted or edited behind gpupool's back, which the next up "
-    "restores); CI's pull-request preview uses it.",
+    "restores); CI's pull-request preview uses it. A stack whose inputs are unchanged since its last successful up "
+    "is skipped, as by up.",
     "up": "gpupool stacks up STACK: deploy STACK (and its shard stacks, in the order tenant moves need): a "
     "dead run's stale lock cancelled and its torn state repaired, `pulumi refresh` (the cluster read "
     "into the state, so drift is repaired: a namespace deleted by hand comes back), `pulumi up`, then the "
-    "convergence check (preview --expect-no-changes): `converged` means the cluster matches the spec. --no-refresh "
+    "convergence check (preview --expect-no-changes): `converged` means the cluster matches the spec. A stack "
+    "whose inputs (the gpupool version, its config, the objects it registers) are unchanged since its last "
+    "successful up, recorded in its stack tag gpupool:inputs, is skipped and says so; --all runs every stack "
+    "(a scheduled `up --all --refresh` repairs what was changed by hand). --no-refresh "
     "skips both reads (faster on a large platform; the summary then says the cluster was not read). Ctrl-C stops pulumi gracefully (SIGINT, then SIGTERM) and exits 130: "
     "then see docs/howto/recover-failed-run.md.",
     "destroy": "gpupool stacks destroy STACK: delete everything STACK and its shard stacks manage (shards "
     "first). Only an existing stack: an unknown name is an error naming the stacks there, and nothing is "
-    "created. The stacks themselves stay in the backend (`pulumi stack rm` removes them).",
+    "created. The stacks themselves stay in the backend (`pulumi stack rm` removes them). Nothing is skipped.",
 }
 
 
@@ -112,6 +117,13 @@ def register(sub) -> None:
         help="read every managed object back from the cluster before planning, so drift is seen (preview) and "
         "repaired (up); default: on for up (and its convergence check), off for preview and destroy",
     )
+    p.add_argument(
+        "--all",
+        dest="all_stacks",
+        action="store_true",
+        help="preview or up every stack, also those whose inputs are unchanged since their last successful up "
+        "(skipped otherwise); destroy takes every stack anyway",
+    )
     from gpupool.cli.common import add_output_format
 
     add_output_format(p, ("text", "json"), "text", help="the summary: text (default) or json")
@@ -161,6 +173,7 @@ def run(args) -> int:
         single_writer=single,
         preview_out=Path(preview_out) if preview_out else None,
         refresh=args.refresh,
+        all_stacks=args.all_stacks,
         output=lambda text: print(text, end="" if text.endswith("\n") else "\n", file=sys.stderr, flush=True),
     )
     try:

@@ -13,6 +13,10 @@ nothing is created. It gets the run's config (a shard also the platform stack's 
   (`preview --expect-no-changes`);
 - destroy: the same recovery, then `destroy` (shards first, the platform stack last).
 
+preview and up skip a stack whose inputs are unchanged since its last successful up (gpupool.deploy.unchanged:
+the fingerprint of gpupool.deploy.stack_inputs, recorded in a stack tag after the up and its convergence
+check, removed before every up and destroy); `--all` (Settings.all_stacks) runs every stack.
+
 Before any stack is touched, a torn metadata sidecar of a file backend is removed (with one, every pulumi
 command fails, `stack ls` included).
 
@@ -39,10 +43,11 @@ import yaml
 from pulumi import automation as auto
 
 from gpupool.analysis import shard_moves
-from gpupool.deploy import recovery, run_config
+from gpupool.deploy import recovery, run_config, stack_inputs, unchanged
 from gpupool.deploy.lean_stack import LeanStack
 from gpupool.k8s.mig_in_use import CONVERGENCE_ENV
 from gpupool.k8s.rollout import REFRESH_EXCLUDE
+from gpupool.model import sharding
 
 OPS = ("preview", "up", "destroy")
 # Whether an action refreshes (reads every managed object back from the cluster into the state) before it
@@ -134,8 +139,8 @@ class Outcome:
     note: str = ""
 
     def line(self) -> str:
-        if self.result == "failed":
-            return f"{self.stack}: {self.op} failed ({self.note})"
+        if self.result in ("failed", "skipped"):
+            return f"{self.stack}: {self.op} {self.result} ({self.note})"
         counts = ", ".join(f"{n} {k}" for k, n in sorted(self.changes.items()) if k != "same" and n)
         detail = "; ".join(x for x in (counts or "no changes", self.note) if x)
         return f"{self.stack}: {self.op} {self.result} ({detail})"
@@ -151,6 +156,8 @@ class Settings:
     preview_out: Path | None = None
     # Read the cluster into the state first (`--refresh`): None = the action's default, REFRESH_DEFAULT.
     refresh: bool | None = None
+    # --all: preview and up run every stack, also those whose inputs are unchanged (gpupool.deploy.unchanged)
+    all_stacks: bool = False
     log: Callable[[str], None] = lambda msg: print(f"[gpupool stacks] {msg}", file=sys.stderr)
     output: Callable[[str], None] = lambda text: print(text, end="" if text.endswith("\n") else "\n")
 
@@ -191,6 +198,9 @@ class Platform:
         self.workspace = workspace or _workspace(settings.project_dir, self.env, command)
         self.outcomes: list[Outcome] = []
         self._previews: list[str] = []  # the preview texts so far, for --preview-out
+        self._platform_config: dict[str, auto.ConfigValue] | None = None  # read once a run (shard_config)
+        self._tags: dict[str, dict[str, str]] = {}  # stack -> its tags, as last read or written this run
+        self._states: dict[str, dict] = {}  # stack -> its `pulumi stack export` as layout read it
 
     # -- stacks and their config -------------------------------------------------------------------
 
@@ -220,10 +230,14 @@ class Platform:
     def configure_shard(self, name: str, shard: str, platform: auto.Stack, create: bool = True) -> auto.Stack:
         """A shard stack: the platform stack's config (secrets re-encrypted with its own salt) plus its role."""
         stack = self.select(name, create)
-        config = {k: v for k, v in platform.get_all_config().items() if k != "gpupool:shard"}
-        config["gpupool:shard"] = auto.ConfigValue(shard)
-        stack.set_all_config(config)
+        stack.set_all_config(stack_inputs.shard_config(self.platform_config(platform), auto.ConfigValue(shard)))
         return stack
+
+    def platform_config(self, platform: auto.Stack) -> dict[str, auto.ConfigValue]:
+        """The platform stack's saved config (after --save-config wrote into it), read once a run."""
+        if self._platform_config is None:
+            self._platform_config = dict(platform.get_all_config())
+        return self._platform_config
 
     def existing_stacks(self) -> list[str]:
         return [
@@ -307,7 +321,8 @@ class Platform:
         names = self.existing_stacks()
         if not result.spec.tenant_shards and all(n == self.platform_stack for n in names):
             return None  # one stack and no shards: nothing to plan, so no state to export (a pulumi run each)
-        states = {}
+        states: dict[str, dict] = {}
+        self._states = states  # the skip decision reads them too (gpupool.deploy.unchanged)
         for name in names:
             # shard_moves reads `pulumi stack export` documents: the deployment under its key
             exported = self.select(name, create=False).export_stack().deployment if with_states else None
@@ -353,18 +368,22 @@ class Platform:
             self.s.log(f"{stack.name}: dropping the pending operations of a dead run (this run completed them)")
             stack.import_stack(auto.Deployment(version=exported.version, deployment=cleaned))
 
-    def run_one(self, stack: auto.Stack, op: str, keep: tuple[str, ...] | None = None) -> None:
+    def run_one(
+        self, stack: auto.Stack, op: str, keep: tuple[str, ...] | None = None, record: str | None = None
+    ) -> None:
+        """OP on STACK (a release pass when KEEP); after a successful up, RECORD is the inputs fingerprint
+        recorded in its tag (None: nothing is recorded)."""
         env = shard_moves.keep_env(keep)
         self.env.update(env)
         label = f"{op} {stack.name}" + (" (release pass: only the tenants it keeps)" if keep is not None else "")
         self.s.log(label)
         try:
-            self._run_one(stack, op)
+            self._run_one(stack, op, record)
         finally:
             for k in env:
                 self.env.pop(k, None)
 
-    def _run_one(self, stack: auto.Stack, op: str) -> None:
+    def _run_one(self, stack: auto.Stack, op: str, record: str | None = None) -> None:
         with contextlib.ExitStack() as cleanup:
             try:
                 config_file = cleanup.enter_context(
@@ -375,7 +394,105 @@ class Platform:
                 note = f"-c needs {where} as a readable YAML mapping ({type(exc).__name__}); nothing was run"
                 self.outcomes.append(Outcome(stack.name, op, "failed", note=note))
                 raise StackError(f"{stack.name}: {op} failed: {note}") from None
+            if op != "preview":  # from here the stack changes: its record must not outlive a failed or killed run
+                self._forget(stack.name, op)
             self._run_op(stack, op, config_file)
+            if op == "up" and record is not None:
+                self._record(stack.name, record)
+
+    # -- the inputs record (gpupool.deploy.unchanged) -------------------------------------------------
+
+    def _stack_tags(self, name: str) -> dict[str, str]:
+        if name not in self._tags:
+            self._tags[name] = dict(self.workspace.list_tags(name) or {})
+        return self._tags[name]
+
+    def _forget(self, name: str, op: str) -> None:
+        """Remove the stack's inputs record before an up or destroy: a run that then fails or is killed leaves
+        none, so the next run cannot skip the stack. When that cannot be done, nothing is run."""
+        try:
+            if stack_inputs.TAG in self._stack_tags(name):
+                self.workspace.remove_tag(name, stack_inputs.TAG)
+                self._tags[name].pop(stack_inputs.TAG, None)
+        except (auto.CommandError, OSError) as exc:
+            why = _reason(exc) if isinstance(exc, auto.CommandError) else _unrunnable(exc)
+            note = f"could not remove its {stack_inputs.TAG} tag before the {op} ({why}); nothing was run"
+            self.outcomes.append(Outcome(name, op, "failed", note=note))
+            raise StackError(f"{name}: {op} failed: {note}") from None
+
+    def _record(self, name: str, inputs: str) -> None:
+        """After an up and its convergence check succeeded: the stack's inputs and its last update as the
+        backend lists it now, so that a later preview or up may skip it while both still hold. A failure
+        here costs only that: the next run runs the stack."""
+        try:
+            last = self.last_updates().get(name)
+            if last is None:
+                self.s.log(f"{name}: the backend lists no last update of it; its inputs are not recorded")
+                return
+            value = unchanged.Record(inputs, last).value()
+            self.workspace.set_tag(name, stack_inputs.TAG, value)
+            self._tags.setdefault(name, {})[stack_inputs.TAG] = value
+        except (auto.CommandError, OSError) as exc:
+            why = _reason(exc) if isinstance(exc, auto.CommandError) else _unrunnable(exc)
+            self.s.log(f"warning: {name}: its inputs were not recorded ({why}); the next run runs it")
+
+    def last_updates(self) -> dict[str, str | None]:
+        """Stack name -> its last update (up, refresh or destroy) as the backend lists it."""
+        return {s.name: _timestamp(getattr(s, "last_update", None)) for s in self.workspace.list_stacks()}
+
+    def _exported(self, name: str) -> dict:
+        return dict(self._states.get(name, {}).get("deployment") or {})
+
+    def skipping(self, op: str) -> bool:
+        return op in ("preview", "up") and not self.s.all_stacks
+
+    def inputs(self, platform: auto.Stack, checked) -> Callable[[sharding.Role], str | None] | None:
+        """Role -> the inputs fingerprint of its stack in this run (gpupool.deploy.stack_inputs), or None when
+        the spec does not load (every stack then runs and none is recorded)."""
+        if checked is None or checked[1].spec is None:
+            return None
+        saved = {k: (v.value, v.secret) for k, v in self.platform_config(platform).items()}
+        project = run_config.project_name(self.s.project_dir)
+        computed = stack_inputs.StackInputs(checked[1].spec, self.s.project_dir)
+
+        def of(role: sharding.Role) -> str | None:
+            base = saved if role.platform else stack_inputs.shard_config(saved, (_shard_value(role), False))
+            try:
+                return computed.of_stack(role, stack_inputs.run_config(base, self.run_values(), project))
+            except Exception as exc:  # noqa: BLE001  # the fingerprint saves time; it must never stop a deploy
+                self.s.log(f"warning: the inputs of {role.name} cannot be fingerprinted ({exc!r}); it runs, unrecorded")
+                return None
+
+        return of
+
+    def skipped(
+        self,
+        name: str,
+        op: str,
+        run: shard_moves.StackRun | None,
+        inputs: str | None,
+        last_updates: Mapping[str, str | None],
+        state: Callable[[], Mapping[str, Any]],
+    ) -> bool:
+        """Is stack NAME skipped (its outcome then says so)? Logs why it runs otherwise."""
+        reason = unchanged.why_run(
+            exists=name in last_updates,
+            run=run,
+            inputs=inputs,
+            recorded=lambda: unchanged.parse(self._stack_tags(name).get(stack_inputs.TAG)),
+            last_update=last_updates.get(name),
+            state=state,
+        )
+        if reason is not None:
+            self.s.log(f"{name}: runs: {reason}")
+            return False
+        assert inputs is not None
+        outcome = Outcome(name, op, "skipped", note=unchanged.skipped_note(inputs))
+        self.outcomes.append(outcome)
+        if op == "preview":  # the pull-request comment (--preview-out) says which stacks it does not show
+            self._previews.append(outcome.line() + "\n")
+            self._write_previews()
+        return True
 
     def refreshes(self, op: str) -> bool:
         return REFRESH_DEFAULT[op] if self.s.refresh is None else self.s.refresh
@@ -519,17 +636,40 @@ class Platform:
         if op != "destroy":  # destroy does not run the program
             self.refuse_invalid_spec(op, checked)
             self._setup(self.platform_stack, op, lambda: self.refuse_chart_outside(op, platform, checked))
-        runs = self._setup(self.platform_stack, op, lambda: self.layout(platform, op == "up", checked))
+        skipping = self.skipping(op)
+        runs = self._setup(self.platform_stack, op, lambda: self.layout(platform, op == "up" or skipping, checked))
+        inputs_of = (
+            self._setup(self.platform_stack, op, lambda: self.inputs(platform, checked))
+            if op == "up" or skipping
+            else None
+        )
+        last_updates = self._setup(self.platform_stack, op, self.last_updates) if skipping else {}
         if runs is None:
-            self.run_one(platform, op)
+            inputs = inputs_of(sharding.PLATFORM_ROLE) if inputs_of else None
+            state = lambda: dict(platform.export_stack().deployment or {})  # noqa: E731
+            if skipping and self._setup(
+                self.platform_stack,
+                op,
+                lambda: self.skipped(self.platform_stack, op, None, inputs, last_updates, state),
+            ):
+                return
+            self.run_one(platform, op, record=inputs)
             return
         for r, keep in shard_moves.steps(op, runs):
+            inputs = inputs_of(r.role) if inputs_of else None
+            if keep is None and skipping:  # a release pass is a move: never skipped
+                state = functools.partial(self._exported, r.stack)
+                skip = functools.partial(self.skipped, r.stack, op, r, inputs, last_updates, state)
+                if self._setup(r.stack, op, skip):
+                    continue
             if r.role.platform:
                 stack = platform
             else:
                 shard = functools.partial(self.configure_shard, r.stack, r.shard_value, platform, create)
                 stack = self._setup(r.stack, op, shard)
-            self.run_one(stack, op, keep=keep)
+            # a release pass that keeps all the stack is assigned was all of its run: its inputs hold after it
+            whole = keep is None or set(keep) == set(r.assigned)
+            self.run_one(stack, op, keep=keep, record=inputs if whole else None)
 
     def _setup(self, name: str, op: str, action: Callable[[], T]) -> T:
         """ACTION (selecting or creating stack NAME, setting or reading its config); a failure is the stack's
@@ -600,6 +740,18 @@ def _workspace(project_dir: Path, env: dict[str, str], command: auto.PulumiComma
         raise SetupError(f"the `pulumi` on PATH cannot be run: {exc.strerror or exc}") from None
     except auto.InvalidVersionError as exc:
         raise SetupError(f"the Pulumi CLI on PATH does not fit this Pulumi SDK: {exc}") from None
+
+
+def _timestamp(when: Any) -> str | None:
+    """A StackSummary's last_update (a datetime) as a string that compares equal exactly when it is."""
+    if when is None:
+        return None
+    return when.isoformat() if hasattr(when, "isoformat") else str(when)
+
+
+def _shard_value(role: sharding.Role) -> str:
+    """A shard stack's `gpupool:shard` value (shard_moves.StackRun.shard_value)."""
+    return "" if role.shard is None else sharding.shard_role(role.shard)
 
 
 def _unrunnable(exc: OSError) -> str:

@@ -103,19 +103,25 @@ class CliProject:
         ] + ([f"gpupool:spec={spec}"] if spec else [])
 
     # ---------------------------------------------------------------- the recipe
-    def _argv(self, op: str) -> list[str]:
+    def _argv(self, op: str, all_stacks: bool = True) -> list[str]:
+        """ALL_STACKS: `--all`, so preview and up take every stack as the tests written before gpupool
+        skipped unchanged stacks expect (a test of the skip passes False)."""
         argv = [str(self.dir / GPUPOOL), "stacks", op, self.stack]
+        if all_stacks and op in ("preview", "up"):
+            argv.append("--all")
         for kv in self.config:
             argv += ["-c", kv]
         return argv
 
-    def run(self, op: str, *, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-        """``gpupool stacks OP STACK -c ...``; stdout and stderr merged into ``.stdout``, also kept in
-        ``root/<op>-<n>.log`` under a line naming the test, the exit status and the wall time (the record
-        docs/ci.md's fault table is read from)."""
+    def run(
+        self, op: str, *, env: dict | None = None, timeout: float = 900, all_stacks: bool = True
+    ) -> subprocess.CompletedProcess:
+        """``gpupool stacks OP STACK --all -c ...`` (ALL_STACKS, see _argv); stdout and stderr merged into
+        ``.stdout``, also kept in ``root/<op>-<n>.log`` under a line naming the test, the exit status and the
+        wall time (the record docs/ci.md's fault table is read from)."""
         started = time.monotonic()
         p = subprocess.run(
-            self._argv(op),
+            self._argv(op, all_stacks),
             cwd=self.dir,
             env={**self.env, **(env or {})},
             text=True,

@@ -6,8 +6,11 @@ What it proves: an up from empty converges (state == cluster, and the command's 
 `preview --expect-no-changes` passed); a preview then plans nothing; a run SIGKILLed right after taking its
 lock is recovered by the next `up` from the typed ConcurrentUpdateError (the lock cancelled because its
 holder is dead, then converged); a second `up` while one runs is refused without touching the live lock; a
-lock from another host is left alone unless --single-writer vouches for it; destroy keeps the tenants.
-One summary line per stack. The kills are triggered by events (the lock file appearing), not by timers.
+lock from another host is left alone unless --single-writer vouches for it; once sharded, a second `up`
+after a one-tenant edit runs only that tenant's shard stack and skips the others as unchanged (their
+recorded inputs, a stack tag in the file backend, still match), while `--all` takes every stack; destroy
+keeps the tenants. The other tests pass `--all` (tests/e2e/cli.py), as they were written for runs that take
+every stack. One summary line per stack. The kills are triggered by events (the lock file appearing), not by timers.
 """
 
 from __future__ import annotations
@@ -170,6 +173,34 @@ def test_switching_sharding_on_moves_every_tenant_in_two_passes(project, cluster
         assert held == set(sharding.held_by(sharding.Role(False, k), list(TENANTS), 2)), (k, held)
     again = project.run("preview")
     assert again.returncode == 0 and again.stdout.count("preview succeeded (no changes)") == 3, again.stdout[-3000:]
+
+
+def test_a_one_tenant_edit_runs_its_shard_only_and_all_runs_every_stack(project, cluster):
+    """Proves the skip end to end on the real CLI and file backend, after the sharding test's up recorded
+    every stack's inputs: an owner added to research changes only research's shard stack, which runs and
+    converges (the RoleBinding has the new group), while the platform stack and the other shard are skipped
+    with the reason; `preview --all` then takes all three again. Costs one shard's up and three previews."""
+    from gpupool.model import sharding
+
+    home = sharding.shard_stack("dev", sharding.shard_of("research", 2))
+    project.edit("stacks/dev/tenants/research.yaml", "research-students]", "research-students, research-interns]")
+    up = project.run("up", all_stacks=False)
+    assert up.returncode == 0, up.stdout[-6000:]
+    ran = re.findall(r"^(\S+): up succeeded \(.*converged\)$", up.stdout, re.M)
+    skipped = re.findall(
+        r"^(\S+): up skipped \(unchanged since its last successful up \(inputs sha256:[0-9a-f]{12}\)", up.stdout, re.M
+    )
+    assert ran == [home], up.stdout[-3000:]
+    assert sorted(skipped) == sorted({"dev", "dev.tenants-0", "dev.tenants-1"} - {home}), up.stdout[-3000:]
+    subjects = {
+        s["name"]
+        for rb in cluster.get_json("rolebindings", "-n", "research")["items"]
+        if rb["metadata"]["name"].startswith("tenant-owners-")
+        for s in rb.get("subjects") or []
+    }
+    assert "research-interns" in subjects, subjects
+    every = project.run("preview", all_stacks=True)
+    assert every.returncode == 0 and every.stdout.count("preview succeeded (no changes)") == 3, every.stdout[-3000:]
 
 
 def test_destroy_takes_the_shards_first_and_keeps_the_tenants(project, cluster):

@@ -4,8 +4,8 @@ pulumi CLI, the Python language host, the provider and a private kube-apiserver 
 
 One sharded platform lives through the module, in order: from empty with 2 shards, a tenant onboarding,
 2 -> 3 shards, a SIGKILL in the release pass of 3 -> 1 and one in the apply pass of 1 -> 3 (each rerun must
-converge), and destroy. A second project on a second control plane switches sharding on for an existing
-unsharded stack. After every run: exit 0 (so the command's own ``preview --expect-no-changes`` of every
+converge), and destroy. (Switching sharding on for an existing unsharded stack, with every tenant object
+kept, is tests/e2e/test_stacks_command.py's.) After every run: exit 0 (so the command's own ``preview --expect-no-changes`` of every
 stack passed), each stack's state holds exactly the tenants ``gpupool shards`` assigns it, no tenant is in
 two states, and what the cluster has labelled managed-by=gpupool is exactly the union of the states.
 """
@@ -29,7 +29,6 @@ from gpupool.rules.engine import load_valid_spec
 from .adoption import namespace_uids
 from .cli import CliProject, cluster_objects, state_objects
 from .cluster import ControlPlane
-from .conftest import _started_control_plane
 from .faults import fault_at, kill_group
 from .gate import Gate, Held, Match
 
@@ -534,37 +533,3 @@ def test_destroy_takes_the_shards_first_and_keeps_retained_tenant_namespaces(pro
         assert not rolebinding_exists(cluster, t), t
     for kind, name in (("priorityclass", "batch"), ("clusterrole", "gpupool-tenant-workloads")):
         assert cluster.kubectl("get", kind, name, check=False).returncode != 0, (kind, name)
-
-
-# ---------------------------------------------------------------- switching sharding on
-
-
-@pytest.fixture(scope="module")
-def second_cluster(control_plane_bin):
-    """Its own control plane: the module's first platform holds the same cluster-scoped objects."""
-    yield from _started_control_plane(control_plane_bin)
-
-
-def test_switching_sharding_on_for_an_unsharded_stack_loses_nothing(
-    second_cluster, cli_toolchain_bin, tmp_path_factory
-):
-    cluster = second_cluster
-    project = new_project(cluster, cli_toolchain_bin, tmp_path_factory.mktemp("switch"), None)
-    first = project.run("up")
-    assert_converged(project, cluster, first)
-    assert stack_names(project) == ["dev"]
-    tenants = spec_tenants(project)
-    uids = namespace_uids(cluster, tenants)
-    assert sorted(uids) == tenants
-    set_shards(project, 2)
-    run = project.run("up")
-    headers = [h for h, _ in sections(run.stdout) if h.startswith("up ")]
-    assert headers[0].startswith("up dev (release pass"), headers
-    assert_converged(project, cluster, run)
-    assert namespace_uids(cluster, tenants) == uids, "a tenant namespace was deleted"
-    live = tenant_objects_in_cluster(cluster)
-    for t in tenants:
-        objs = live[t]
-        assert RB in objs, (t, objs)
-        if t in with_policy(project):
-            assert VAP in objs and VAPB in objs, (t, objs)

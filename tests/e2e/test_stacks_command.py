@@ -138,6 +138,24 @@ def test_a_foreign_lock_needs_single_writer(project, cluster):
 TENANTS = ("inference", "notebooks", "research")
 
 
+def _tenant_objects(cluster) -> set[tuple[str, str, str]]:
+    """(kind, namespace, name) of every live object labelled with a tenant: namespaces, quotas, limit ranges,
+    RoleBindings and the per-tenant admission policies and bindings."""
+    items = cluster.get_json(
+        "namespaces,resourcequotas,limitranges,rolebindings,validatingadmissionpolicies,"
+        "validatingadmissionpolicybindings",
+        "-A",
+        "-l",
+        "gpupool.dev/tenant",
+        timeout=120,
+    )["items"]
+    return {
+        (i["kind"], i["metadata"].get("namespace", ""), i["metadata"]["name"])
+        for i in items
+        if not i["metadata"].get("deletionTimestamp")
+    }
+
+
 def _uids(cluster, kind: str) -> dict[str, str]:
     """Tenant -> the uid of its namespace, or of its owners' RoleBinding (tenant-owners-<ownerRole>)."""
     if kind == "namespace":
@@ -159,6 +177,8 @@ def test_switching_sharding_on_moves_every_tenant_in_two_passes(project, cluster
     from gpupool.model import sharding
 
     namespaces = _uids(cluster, "namespace")
+    objects = _tenant_objects(cluster)
+    assert {k for k, _, _ in objects} >= {"Namespace", "ResourceQuota", "RoleBinding", "ValidatingAdmissionPolicy"}
     project.edit("stacks/dev/spec.yaml", "tenantFiles:", "sharding:\n  tenantShards: 2\n\ntenantFiles:")
     up = project.run("up")
     assert up.returncode == 0, up.stdout[-6000:]
@@ -166,6 +186,8 @@ def test_switching_sharding_on_moves_every_tenant_in_two_passes(project, cluster
     for stack in ("dev", "dev.tenants-0", "dev.tenants-1"):
         assert re.search(rf"^{re.escape(stack)}: up succeeded \(.*converged\)$", up.stdout, re.M), up.stdout[-3000:]
     assert _uids(cluster, "namespace") == namespaces
+    # Every tenant object is there after the move, the admission policies too (the RoleBindings were recreated).
+    assert _tenant_objects(cluster) == objects
     assert set(_uids(cluster, "rolebinding")) == set(TENANTS)
     assert shard_moves.held_in_state(project.export("dev")) == set()
     for k in (0, 1):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 from gpupool.analysis.diff import (
@@ -22,6 +22,7 @@ from gpupool.analysis.diff import (
     MigKind,
     Namespace,
     Risk,
+    SliceLayout,
     UnknownCause,
     raise_text,
 )
@@ -666,23 +667,17 @@ def _no_changes(head: Side, d) -> str | None:
 
 def _slice_maps(c) -> list[str]:
     """Before/after slice maps, one per MIG group (the GPUs of a group share one layout)."""
-    from gpupool.gpu.mig import catalog, check_layout
     from gpupool.present.mig import slice_map
 
     out = []
-    for title, model_name, groups in (
-        ("before", c.gpu_model_before, c.groups_before),
-        ("after", c.gpu_model, c.groups_after),
-    ):
-        model = catalog().resolve(model_name) if model_name else None
-        if not groups or model is None:
+    for title, side in (("before", c.slices_before), ("after", c.slices_after)):
+        if side.model is None:
             out.append(f"{title}: MIG disabled (whole GPUs)")
             continue
-        for gpus, layout in groups:
-            fit = check_layout(model, dict(layout))
-            ids = ",".join(str(g) for g in gpus)
-            out.append(f"{title}: {model.name} GPU {ids}")
-            out.extend(slice_map(model, fit.placements).splitlines())
+        for group in side.groups:
+            ids = ",".join(str(g) for g in group.gpus)
+            out.append(f"{title}: {safe(side.model.name)} GPU {ids}")
+            out.extend(slice_map(side.model, group.placements).splitlines())
     return out
 
 
@@ -1227,7 +1222,9 @@ def format_json(base: Side, head: Side, d, ok: bool) -> str:
 
     mig = []
     for c in d.mig:
-        row = asdict(c)
+        # The solver's placements are the slice maps' input, not part of the document (docs/diff-json.md).
+        row = asdict(replace(c, slices_before=SliceLayout(), slices_after=SliceLayout()))
+        del row["slices_before"], row["slices_after"]
         for k in ("groups_before", "groups_after"):
             row[k] = [{"gpus": list(g), "layout": dict(layout)} for g, layout in row[k]]
         mig.append(row)

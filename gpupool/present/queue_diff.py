@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpupool.analysis.queue_diff import Change, PolicyField, QueueDiff, QuotaLine, TenantQueueChange
+from gpupool.analysis.diff.queues import Change, PolicyField, QueueDiff, QuotaLine, TenantQueueChange
 from gpupool.present.numbers import signed
 
 

@@ -16,7 +16,7 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Seq
     rows = [[safe(c) for c in r] for r in rows]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
 
-    def line(cells):
+    def line(cells: Sequence[str]) -> str:
         out = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
         return "  ".join(out).rstrip()
 

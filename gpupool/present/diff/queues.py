@@ -20,7 +20,7 @@ class QueueRow:
     risky: bool
 
 
-def limit_text(v) -> str:
+def limit_text(v: object) -> str:
     """A limit as the rows show it: None is Kueue's null (no limit)."""
     if v is None:
         return "none"

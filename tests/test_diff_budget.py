@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpupool.analysis import diff as dm
-from gpupool.analysis import queue_diff as qd
+from gpupool.analysis.diff import queues as qd
 from gpupool.analysis.sides import Side
 from gpupool.present import diff as present
 from gpupool.spec.diagnostics import Diagnostic, Location

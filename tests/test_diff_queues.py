@@ -14,7 +14,7 @@ import json
 import pytest
 
 from gpupool.analysis import diff as dm
-from gpupool.analysis import queue_diff as qd
+from gpupool.analysis.diff import queues as qd
 from gpupool.k8s import manifests
 from tests.test_diff import run
 from tests.test_queueing import SMALL

@@ -8,7 +8,7 @@ from gpupool.analysis import diff as diffmod
 from gpupool.analysis import plan as planmod
 from gpupool.k8s import manifests, rollout
 from gpupool.model import platform as m
-from gpupool.present.diff import _mig_lines
+from gpupool.present.diff.nodes import mig_lines as _mig_lines
 from gpupool.present.plan import format_table
 
 NODES = ("n1", "n2", "n3", "n4", "n5")

@@ -463,7 +463,7 @@ def _current_per_gpu(pool) -> list[dict[str, int]]:
 
 def _comparison(derived, s, ns) -> dict:
     """The current layout against the suggestion: every figure spec mode shows, in one place."""
-    from gpupool.analysis.diff import layout_text
+    from gpupool.analysis.diff.mig import layout_text
     from gpupool.analysis.mig_demand import current_nodes_needed
 
     pool = derived.pool

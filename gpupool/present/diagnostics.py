@@ -37,7 +37,7 @@ def _message(d: Diagnostic) -> str:
     return f"{d.path}: {d.message}" if d.path else d.message
 
 
-def diagnostic_json(d: Diagnostic) -> dict:
+def diagnostic_json(d: Diagnostic) -> dict[str, object]:
     """One diagnostic as `validate -o json` (and `tenant new -o json`) write it."""
     return {
         "rule": d.rule,

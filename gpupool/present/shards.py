@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpupool.present.tables import text_table
 from gpupool.present.text import safe
 
@@ -15,7 +17,7 @@ def _names(names: list[str]) -> str:
     return ", ".join(names[:_SHOWN]) + f", ... ({len(names) - _SHOWN} more)"
 
 
-def table(doc: dict, *, with_states: bool) -> str:
+def table(doc: dict[str, Any], *, with_states: bool) -> str:
     if not doc["tenantShards"] and len(doc["stacks"]) == 1:
         head = f"Not sharded: stack {safe(doc['platformStack'])} holds the platform and every tenant.\n\n"
     else:

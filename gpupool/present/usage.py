@@ -6,7 +6,8 @@ import csv
 import io
 import json
 
-from gpupool.present.tables import md_table, text_table
+from gpupool.analysis.usage import UsageReport, duration_text, to_json
+from gpupool.present.tables import Table
 
 
 def _h(x: float | None) -> str:
@@ -25,7 +26,7 @@ def _money(x: float | None) -> str:
     return "unpriced" if x is None else f"{x:,.2f}"
 
 
-def _tenant_rows(r) -> list[list[str]]:
+def _tenant_rows(r: UsageReport) -> list[list[str]]:
     hours = r.window.hours
     rows = []
     for t in [*r.tenants, r.other]:
@@ -50,10 +51,10 @@ def _tenant_rows(r) -> list[list[str]]:
     return rows
 
 
-def sections(r) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...]]]:
+def sections(r: UsageReport) -> list[Table]:
     rows = _tenant_rows(r)
     out = [
-        (
+        Table(
             "Tenants (GPU-equivalents: granted, average and peak allocated, average used; then GPU-hours)",
             [
                 "TENANT",
@@ -72,7 +73,7 @@ def sections(r) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...]]]
             rows,
             tuple(range(2, 12 if r.spread_idle else 11)),
         ),
-        (
+        Table(
             "Cost centres",
             ["COST CENTRE", "TENANTS", "GRANTED", "ALLOC GPU-H", "USED GPU-H", "EFFIC.", "CHARGE"],
             [
@@ -89,7 +90,7 @@ def sections(r) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...]]]
             ],
             (2, 3, 4, 5, 6),
         ),
-        (
+        Table(
             "Pools (baseline utilisation = used / capacity; recoverable = capacity - used)",
             [
                 "POOL",
@@ -124,12 +125,12 @@ def sections(r) -> list[tuple[str, list[str], list[list[str]], tuple[int, ...]]]
     return out
 
 
-def day_section(r) -> tuple[str, list[str], list[list[str]], tuple[int, ...]]:
+def day_section(r: UsageReport) -> Table:
     rows = []
     for d in r.days:
         for name, (a, u, c) in d.tenants.items():
             rows.append([d.date, name, _h(a), _h(u), _money(c)])
-    return ("Per day (UTC)", ["DAY", "TENANT", "ALLOC GPU-H", "USED GPU-H", "CHARGE"], rows, (2, 3, 4))
+    return Table("Per day (UTC)", ["DAY", "TENANT", "ALLOC GPU-H", "USED GPU-H", "CHARGE"], rows, (2, 3, 4))
 
 
 def _when(t: float) -> str:
@@ -146,9 +147,7 @@ GAP_WHAT = {
 }
 
 
-def _notes(r) -> list[str]:
-    from gpupool.analysis.usage import duration_text
-
+def _notes(r: UsageReport) -> list[str]:
     out = []
     for g in r.gaps:
         where = f" on {g.node}" if g.node else ""
@@ -182,40 +181,34 @@ def _notes(r) -> list[str]:
     return out
 
 
-def _head(r) -> str:
-    from gpupool.analysis.usage import to_json
-
+def _head(r: UsageReport) -> str:
     doc = to_json(r)
     return f"cluster {r.cluster}: {doc['start']} to {doc['end']} ({r.window.hours:,.1f} h, step {r.window.step:g}s)"
 
 
-def _all(r, daily: bool):
+def _all(r: UsageReport, daily: bool) -> list[Table]:
     return [*sections(r), *([day_section(r)] if daily else [])]
 
 
-def format_table(r, daily: bool = False) -> str:
+def format_table(r: UsageReport, daily: bool = False) -> str:
     parts = [f"GPU usage: {_head(r)}\n"]
-    for title, headers, rows, right in _all(r, daily):
-        parts.append(f"{title}\n" + text_table(headers, rows, right))
+    parts += [table.text() for table in _all(r, daily)]
     notes = _notes(r)
     if notes:
         parts.append("\n".join(notes) + "\n")
     return "\n".join(parts)
 
 
-def format_markdown(r, daily: bool = False) -> str:
+def format_markdown(r: UsageReport, daily: bool = False) -> str:
     parts = [f"## gpupool usage: {_head(r)}\n"]
-    for title, headers, rows, right in _all(r, daily):
-        parts.append(f"### {title}\n\n" + md_table(headers, rows, right))
+    parts += [table.markdown() for table in _all(r, daily)]
     notes = _notes(r)
     if notes:
         parts.append("\n".join(f"- {n}" for n in notes) + "\n")
     return "\n".join(parts)
 
 
-def format_json(r, daily: bool = False) -> str:  # days are always in the JSON
-    from gpupool.analysis.usage import to_json
-
+def format_json(r: UsageReport, daily: bool = False) -> str:  # days are always in the JSON
     return json.dumps(to_json(r), indent=2, ensure_ascii=False, allow_nan=False) + "\n"  # never NaN or Infinity
 
 
@@ -230,7 +223,7 @@ CSV_COLUMNS = [
 ]
 
 
-def format_csv(r, daily: bool = False) -> str:
+def format_csv(r: UsageReport, daily: bool = False) -> str:
     """Line items: one row per tenant and pool, then per pool the other namespaces' and the unallocated
     GPU-hours; the charges of a pool's rows add up to what the pool cost over the range. With --spread-idle a
     pool's spread idle cost is in `idle_share` and its (unallocated) row keeps only what nobody allocated.
@@ -238,7 +231,7 @@ def format_csv(r, daily: bool = False) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
 
-    def dec(x, places=4):
+    def dec(x: float | None, places: int = 4) -> str:
         return "" if x is None else f"{x:.{places}f}"
 
     if daily:

@@ -4,8 +4,8 @@ Computed from gpupool.model.queues (the functions the ClusterQueues and Resource
 from rendered YAML: queueing turned on or off; per tenant and (flavor, resource) the nominal quota, the
 borrowing limit and what it lends, before and after; cohort membership; the tiers' preemption and lending
 policy; cohorts and queues added or removed. Which of these put the tenants' workloads at more risk of
-preemption is decided here (`TierPolicyChange.exposes`, `TenantQueueChange.reduced`); gpupool.analysis.diff
-turns them into alerts. Kueue semantics relied on: kueue v0.19.2 apis/kueue/v1beta2/clusterqueue_types.go,
+preemption is decided here (`TierPolicyChange.exposes`, `TenantQueueChange.reduced`);
+gpupool.analysis.diff.result turns them into alerts. Kueue semantics relied on: kueue v0.19.2 apis/kueue/v1beta2/clusterqueue_types.go,
 ResourceQuota (a ClusterQueue keeps nominalQuota - lendingLimit for its exclusive use; null lendingLimit lends
 all of it) and ClusterQueuePreemption (reclaimWithinCohort, withinClusterQueue, borrowWithinCohort).
 """

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpupool.analysis.queue_diff import Change, PolicyField, QueueDiff, QuotaLine, TenantQueueChange
+from gpupool.analysis.diff.queues import Change, PolicyField, QueueDiff, QuotaLine, TenantQueueChange
 from gpupool.present.numbers import signed
 
 
@@ -20,7 +20,7 @@ class QueueRow:
     risky: bool
 
 
-def limit_text(v) -> str:
+def limit_text(v: object) -> str:
     """A limit as the rows show it: None is Kueue's null (no limit)."""
     if v is None:
         return "none"

@@ -223,3 +223,17 @@ def test_documented_layers_are_the_table():
     if os.environ.get("GPUPOOL_UPDATE_GOLDEN"):
         DESIGN.write_text(wanted, encoding="utf-8")
     assert text == wanted, "docs/design.md's layers differ from LAYERS; regenerate with GPUPOOL_UPDATE_GOLDEN=1"
+
+
+def test_the_presenters_run_no_mig_solver():
+    """Issue 38: the diff's MIG placements are solved once, on the analysis side, and carried in the result; no
+    module of gpupool/present calls the placement solver (gpupool.gpu.mig's solving functions) again."""
+    gpu_mig = ast.parse((REPO / "gpupool" / "gpu" / "mig.py").read_text())
+    assert "check_layout" in {n.name for n in gpu_mig.body if isinstance(n, ast.FunctionDef)}
+    for path in sorted((REPO / "gpupool" / "present").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "gpupool.gpu.mig":
+                assert "check_layout" not in {a.name for a in node.names}, path
+            if isinstance(node, ast.Attribute) and node.attr == "check_layout":
+                raise AssertionError(f"{path}: calls check_layout")

@@ -28,6 +28,7 @@ _CLASSES: dict[tuple[str, str, bool], Callable] = {
     ("v1", "LimitRange", False): k8s.core.v1.LimitRange,
     ("v1", "Node", True): k8s.core.v1.NodePatch,
     ("scheduling.k8s.io/v1", "PriorityClass", False): k8s.scheduling.v1.PriorityClass,
+    ("resource.k8s.io/v1", "DeviceClass", False): k8s.resource.v1.DeviceClass,
     ("rbac.authorization.k8s.io/v1", "ClusterRole", False): k8s.rbac.v1.ClusterRole,
     ("rbac.authorization.k8s.io/v1", "RoleBinding", False): k8s.rbac.v1.RoleBinding,
     (

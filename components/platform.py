@@ -29,12 +29,13 @@ from pathlib import Path
 import pulumi
 
 from gpupool.analysis import plan as capacity_plan
-from gpupool.k8s import kueue, manifests
+from gpupool.k8s import dra, kueue, manifests
 from gpupool.model import platform as m
 from gpupool.model import sharding
 from gpupool.spec.stack import CONFIG_KEY, CONFIG_NAMESPACE  # the key the CLI's `--stack` reads too
 
 from . import live_mig_configs, live_nodes
+from .dra import DeviceClasses
 from .gpu_config import DevicePluginConfig, MigConfig
 from .gpu_operator import GpuOperator
 from .k8s_objects import Registry, legacy_urn
@@ -250,6 +251,8 @@ class GpuPlatform(pulumi.ComponentResource):
                     connection=connection(provider),
                 )
             PriorityTiers(f"{name}-tiers", parts.get("tiers", []), registry, opts_for("tiers", PriorityTiers.TYPE))
+            if parts.get(dra.COMPONENT):
+                DeviceClasses(f"{name}-dra", parts[dra.COMPONENT], registry, opts_for("dra", DeviceClasses.TYPE))
             if parts.get("monitoring"):
                 Monitoring(f"{name}-monitoring", parts["monitoring"], registry, opts_for("monitoring", Monitoring.TYPE))
             if parts.get(kueue.COMPONENT):

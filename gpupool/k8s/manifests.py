@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from gpupool.gpu import operator_presets
-from gpupool.k8s import admission, kueue, monitoring, priority_guard, rollout
+from gpupool.k8s import admission, dra, dra_policy, kueue, monitoring, priority_guard, rollout
 from gpupool.k8s.desired import MANAGED_BY as MANAGED_BY  # re-exported: every builder's label
 from gpupool.k8s.desired import Desired as Desired  # re-exported: the objects' type, for the components
 from gpupool.k8s.naming import bounded, content_hash
@@ -451,6 +451,7 @@ def tenant_objects(
         # for the tenant (nominal + borrowing): Kueue does not read ResourceQuotas (gpupool.model.queues).
         grants = kq.admitted.get(tenant.name, {})
     hard = {f"requests.{name}": str(grants.get(name, 0)) for name in quoted}
+    hard.update(dra.quota_hard(spec, dict(grants)))  # the DRA forms of the same grants (none without DRA pools)
     after_quota = after_ns + hardware if kq is not None else after_ns
     out.append(
         Desired(
@@ -561,12 +562,16 @@ def tenant_objects(
     # and retained it would go on refusing the tier the tenant now has (the guard policy, retained, still
     # bounds a removed tenant's priority).
     keep = not tenant.offboarded
-    return [
-        dataclasses.replace(
-            obj, retain_on_delete=keep and obj.kind != "RoleBinding" and obj.name != f"{base}-priority-guard"
-        )
-        for obj in out
-    ] + max_per_pod_objects(spec, tenant)
+    return (
+        [
+            dataclasses.replace(
+                obj, retain_on_delete=keep and obj.kind != "RoleBinding" and obj.name != f"{base}-priority-guard"
+            )
+            for obj in out
+        ]
+        + max_per_pod_objects(spec, tenant)
+        + dra_guard_objects(spec, tenant, grants)
+    )
 
 
 def container_defaults(d: m.ContainerDefaults) -> dict[str, Any]:
@@ -598,6 +603,22 @@ def max_per_pod_objects(spec: m.Spec, tenant: m.Tenant) -> list[Desired]:
         Desired(comp, f"{base}-max-per-pod", admission.policy(tenant, limits, labels, singles)),
         Desired(
             comp, f"{base}-max-per-pod-binding", admission.binding(tenant, labels), depends_on=(f"{base}-max-per-pod",)
+        ),
+    ]
+
+
+def dra_guard_objects(spec: m.Spec, tenant: m.Tenant, grants: Mapping[str, int]) -> list[Desired]:
+    """The tenant's DRA guard (gpupool.k8s.dra_policy), only in a spec with DRA pools. Not retained on delete, like
+    the per-pod maximums: it follows the spec (the quota, retained, still bounds the tenant)."""
+    if not spec.dra_pools:
+        return []
+    comp, base = f"tenant:{tenant.name}", f"tenant-{tenant.name}"
+    labels = {**MANAGED_BY, LABEL_TENANT: tenant.name}
+    classes = dra.granted_classes(spec, dict(grants))
+    return [
+        Desired(comp, f"{base}-dra-guard", dra_policy.policy(tenant, classes, labels)),
+        Desired(
+            comp, f"{base}-dra-guard-binding", dra_policy.binding(tenant, labels), depends_on=(f"{base}-dra-guard",)
         ),
     ]
 
@@ -711,7 +732,7 @@ def build(
         )
     )
     for pool in spec.pools:
-        labels = {LABEL_POOL: pool.name, LABEL_PLUGIN_CONFIG: plugin_by_pool[pool.name]}
+        labels = {LABEL_POOL: pool.name, LABEL_PLUGIN_CONFIG: plugin_by_pool[pool.name], **dra.node_labels(pool)}
         if pool.name in mig_by_pool:
             labels[LABEL_MIG_CONFIG] = mig_by_pool[pool.name]
         labels = dict(sorted(labels.items()))
@@ -783,6 +804,7 @@ def build(
         # value and preemptionPolicy are immutable (kubernetes pkg/apis/scheduling/validation/validation.go,
         # ValidatePriorityClassUpdate), and pulumi-kubernetes updates a PriorityClass in place: replace it.
         plan.objects.append(Desired("tiers", f"tier-{tier.name}", obj, replace_on_changes=PRIORITY_IMMUTABLE))
+    plan.objects.extend(dra.objects(spec))  # DeviceClasses of DRA pools (none without)
     kq = queue_objects(spec)
     plan.queues = kq
     if kq is not None:

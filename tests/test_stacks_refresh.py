@@ -166,3 +166,46 @@ def test_an_up_that_does_not_converge_names_what_the_check_still_plans(project, 
         "and 2 more)" in o.note
     ), o.note
     assert "Namespace" not in o.note and "pulumi:pulumi:Stack" not in o.note
+
+
+# What pulumi printed for a refreshed preview whose plan updates an object deleted from the cluster
+# (bench/first_hour.py, step 22: the tenant's namespace deleted by hand and its quota changed in the same spec).
+GONE_STDOUT = (
+    "Previewing update (dev):\n"
+    '    error: Preview failed: update of resource "urn:pulumi:dev::team-gpu::gpupool:index:GpuPlatform$'
+    'gpupool:tenancy:Tenant$kubernetes:core/v1:ResourceQuota::gpu-tenant-team-a-gpu-quota" failed: '
+    'resourcequotas "gpu-quota" not found\n'
+)
+GONE_STDERR = "error: Resource monitor has terminated, shutting down\n"
+
+
+def test_a_refreshed_preview_whose_plan_meets_an_object_gone_names_it_and_says_what_to_do(
+    project, tmp_path, monkeypatch
+):
+    """The plan runs against the state, which still holds what the drift read found gone; previewing an update of
+    such an object fails (not found). The failure names the object (pulumi's error from stdout, not the resource
+    monitor's shutdown line) and says that the drift explains it and the next up recreates it; the drift still
+    reaches --preview-out."""
+    world = World({"dev": []})
+    out = tmp_path / "preview.txt"
+    p, _ = _platform(project, world, tmp_path, refresh=True, preview_out=out)
+
+    def failing(self, **kw):
+        raise auto.CommandError(_failed(GONE_STDERR, stdout=GONE_STDOUT))
+
+    monkeypatch.setattr(FakeStack, "preview", failing)
+    with pytest.raises(stacks.StackError) as err:
+        p.run("preview")
+    message = str(err.value)
+    assert 'resourcequotas "gpu-quota" not found' in message and "Resource monitor" not in message, message
+    assert "found 1 object gone from the cluster" in message and "`gpupool stacks up dev`" in message, message
+    text = out.read_text()
+    assert "drift of dev" in text and "The plan could not be computed" in text, text
+
+
+def test_the_reason_skips_the_resource_monitors_shutdown_line():
+    exc = auto.CommandError(_failed(GONE_STDERR, stdout=GONE_STDOUT))
+    said = stacks._reason(exc, "preview")
+    assert said.startswith("error: Preview failed: update of resource") and "Resource monitor" not in said
+    only = auto.CommandError(_failed(GONE_STDERR))
+    assert stacks._reason(only, "preview") == "error: Resource monitor has terminated, shutting down"

@@ -502,7 +502,7 @@ class Platform:
         refresh = self.refreshes(op)
         try:
             if op == "preview":
-                drift, note = "", ""
+                drift, note, gone = "", "", 0
                 if refresh:  # what differs in the cluster, read without writing the state (refresh --preview-only)
                     out(DRIFT_HEADING)
                     read = stack.preview_refresh(
@@ -515,7 +515,20 @@ class Platform:
                     )
                     drift, note = DRIFT_HEADING + read.stdout + PLAN_HEADING, _drift_note(read.change_summary)
                     out(PLAN_HEADING)
-                result = stack.preview(diff=True, color="never", on_output=out, on_error=out, config_file=config_file)
+                    gone = _counts(read.change_summary).get("delete", 0)
+                try:
+                    result = stack.preview(
+                        diff=True, color="never", on_output=out, on_error=out, config_file=config_file
+                    )
+                except auto.CommandError as exc:
+                    if not (refresh and gone):
+                        raise
+                    hint = _gone_hint(gone, stack.name)
+                    reason = f"{_reason(exc, op)} ({hint})"
+                    self._previews.append(f"{drift}The plan could not be computed: {hint}.\n")
+                    self._write_previews()
+                    self.outcomes.append(Outcome(stack.name, op, "failed", note=reason))
+                    raise StackError(f"{stack.name}: {op} failed: {reason}") from None
                 self._previews.append(drift + result.stdout)
                 self._write_previews()
                 self.outcomes.append(Outcome(stack.name, op, "succeeded", _counts(result.change_summary), note))
@@ -783,6 +796,16 @@ def _planned_note(planned: list[str]) -> str:
     return " (" + "; ".join(planned[:PLANNED_SHOWN]) + (f"; and {more} more" if more > 0 else "") + ")"
 
 
+def _gone_hint(gone: int, stack: str) -> str:
+    """Why a refreshed preview's plan can fail: it plans against the state, which still holds objects the drift read
+    found gone from the cluster, and previewing an update of an object that is gone fails (not found)."""
+    objects = f"{gone} object{'s' if gone != 1 else ''}"
+    return (
+        f"the drift read found {objects} gone from the cluster, and a change to an object that is gone cannot be "
+        f"previewed; `gpupool stacks up {stack}` reads the cluster first and recreates it with this change"
+    )
+
+
 def _drift_note(changes: Mapping | None) -> str:
     """The drift a refresh preview found, for the outcome line: every object it would change in the state."""
     n = sum(k for op, k in _counts(changes).items() if op != "same")
@@ -805,6 +828,10 @@ def _result(exc: auto.CommandError) -> tuple[int | None, str, str]:
     return int(m.group("code")), m.group("stdout"), m.group("stderr")
 
 
+# What the engine prints whenever it stops a program, whatever stopped it (pulumi's resource monitor shutting down).
+_GENERIC_ERRORS = frozenset({"error: Resource monitor has terminated, shutting down"})
+
+
 def _reason(exc: auto.CommandError, op: str = "") -> str:
     """Why a pulumi command failed: the signal that killed it, else its last error lines (stderr, else stdout)."""
     code, stdout, stderr = _result(exc)
@@ -816,7 +843,10 @@ def _reason(exc: auto.CommandError, op: str = "") -> str:
         return f"pulumi {op or 'command'} was killed by {name}"
     text = stderr or stdout
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    errors = [ln for ln in lines if ln.startswith("error:")] or lines[-3:]
+    # The engine's own error lines, from stderr and stdout (a failed step's diagnostic is printed on stdout), in
+    # order and once each; the line every stopped program ends with says nothing of why.
+    found = [ln.strip() for ln in f"{stderr}\n{stdout}".splitlines() if ln.strip().startswith("error:")]
+    errors = [ln for ln in dict.fromkeys(found) if ln not in _GENERIC_ERRORS] or lines[-3:]
     said = " / ".join(errors[-3:])[:2000]
     # pkg/secrets/passphrase/manager.go: ErrIncorrectPassphrase ("incorrect passphrase"), and readPassphrase's
     # "passphrase must be set with PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE ..."

@@ -9,7 +9,7 @@
 # they build, so on a fresh machine the two branches overlap; warm, the builds are no-ops.
 #
 # Env: GPUPOOL_TEST_OUT (default out/test: step logs, JUnit XML, the report), GPUPOOL_BUDGET_FRESH_MIN
-# (60) and GPUPOOL_BUDGET_WARM_MIN (15), GPUPOOL_UNIT_WORKERS and GPUPOOL_E2E_WORKERS (2 each; 0 runs that
+# (60) and GPUPOOL_BUDGET_WARM_MIN (15), GPUPOOL_UNIT_WORKERS (2) and GPUPOOL_E2E_WORKERS (3; 0 runs that
 # step in one process),
 # PYTEST_ADDOPTS (passed to every pytest run).
 set -uo pipefail
@@ -73,9 +73,11 @@ if [ "$build_rc" -ne 0 ]; then
   report; exit 1
 fi
 
-# Two workers, one module each at a time (module fixtures: private control planes, one stack through a
-# module); the longest modules go first (tests/e2e/conftest.py). GPUPOOL_E2E_WORKERS=0: one process.
-e2e_workers="${GPUPOOL_E2E_WORKERS:-2}"
+# Three workers on the 2 cores, one module each at a time (module fixtures: private control planes, one stack
+# through a module); the longest modules go first (tests/e2e/conftest.py). A pulumi run mostly waits (on the
+# engine, the provider, the API server): two workers left 16 % of the CPU idle, three 8 %, and the step went from
+# 14 min 16 s to 11 min 23 s (docs/testing.md). GPUPOOL_E2E_WORKERS=0: one process.
+e2e_workers="${GPUPOOL_E2E_WORKERS:-3}"
 e2e_xdist=(); [ "$e2e_workers" = 0 ] || e2e_xdist=(-n "$e2e_workers" --dist loadfile)
 step e2e env "${TOOLS_ENV[@]}" "$PY" -m pytest -q -m "e2e or needs_tools" "${e2e_xdist[@]}" --junitxml="$OUT/e2e.xml" || rc=1
 

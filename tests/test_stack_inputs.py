@@ -105,6 +105,15 @@ def test_a_pool_s_nodes_move_the_platform_stack_only(project):
     assert changed(project, "dev/spec.yaml", "nodes: [dev-gpu-a100-1]", new) == {"dev"}
 
 
+def test_under_queueing_a_pool_s_nodes_still_move_the_platform_stack_only(project):
+    """With queueing, a tenant's Kueue objects wait for every node patch (issue 35 item 5); a shard stack does not
+    register those patches, so its fingerprint counts only the dependencies it wires."""
+    spec = project / SPEC
+    spec.write_text(spec.read_text() + "\nqueueing: {}\n")
+    new = "nodes: [dev-gpu-a100-1, dev-gpu-a100-2]"
+    assert changed(project, "dev/spec.yaml", "nodes: [dev-gpu-a100-1]", new) == {"dev"}
+
+
 def test_config_the_version_and_the_program_count(project):
     base = fingerprints(project)
     with_c = fingerprints(project, stack_inputs.run_config(CONFIG, {"skipAwait": "false"}, "gpupool"))

@@ -101,6 +101,7 @@ class StackInputs:
             if component_name in mine or (role.platform and not component_name.startswith(TENANT_COMPONENT))
             for o in objs
         ]
+        objects = _own_dependencies(objects, plan if role.platform else None)
         doc: dict[str, Any] = {
             "gpupool": self.version,
             "project": self._project,
@@ -119,6 +120,18 @@ class StackInputs:
     def of_stack(self, role: sharding.Role, config: Config) -> str:
         """The fingerprint of the stack of ROLE under CONFIG."""
         return fingerprint(self.document(role, config))
+
+
+def _own_dependencies(objects: list[dict[str, Any]], plan: Any | None) -> list[dict[str, Any]]:
+    """OBJECTS with each depends_on cut to what this stack registers (plus the platform PLAN's mig steps and
+    re-key drains), as components/k8s_objects.Registry wires it: a shard's quotas under queueing wait for every
+    node patch (manifests.after_hardware), which only the platform stack holds, so a node added to a pool must
+    not move every shard."""
+    own = {o["name"] for o in objects}
+    if plan is not None:
+        own |= {s.name for steps in plan.mig_steps.values() for s in steps}
+        own |= {d.name for drains in plan.rekey_drains.values() for d in drains}
+    return [{**o, "depends_on": [d for d in o.get("depends_on") or [] if d in own]} for o in objects]
 
 
 def fingerprint(doc: Mapping[str, Any]) -> str:

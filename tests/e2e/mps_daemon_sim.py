@@ -139,11 +139,17 @@ class MpsPod:
                 self._stop.wait(self.backoff * 2 ** min(self.crashes - 1, 4))  # kubelet's restart back-off
 
     def start(self) -> MpsPod:
-        threading.Thread(target=self.run, daemon=True).start()
+        self._thread = threading.Thread(target=self.run, daemon=True)
+        self._thread.start()
         return self
 
     def stop(self) -> None:
+        """Stop and wait for the pod's loop: a read still under way when the test then deletes the node would
+        raise in the thread (seen once as a PytestUnhandledThreadExceptionWarning)."""
         self._stop.set()
+        thread = getattr(self, "_thread", None)
+        if thread is not None:
+            thread.join(timeout=30)
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:

@@ -163,13 +163,15 @@ def policy(
     }
 
 
-def binding(tenant: m.Tenant, labels: dict[str, str]) -> dict[str, Any]:
+def tenant_binding(policy: str, tenant: m.Tenant, labels: dict[str, str]) -> dict[str, Any]:
+    """The Deny binding, named as its POLICY, of a per-tenant policy to the tenant's namespace only (the
+    per-pod maximums here, the priority guard, the DRA claim guard)."""
     return {
         "apiVersion": API_VERSION,
         "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": policy_name(tenant), "labels": dict(labels)},
+        "metadata": {"name": policy, "labels": dict(labels)},
         "spec": {
-            "policyName": policy_name(tenant),
+            "policyName": policy,
             "validationActions": ["Deny"],
             "matchResources": {
                 **MATCH_DEFAULTS,
@@ -177,3 +179,7 @@ def binding(tenant: m.Tenant, labels: dict[str, str]) -> dict[str, Any]:
             },
         },
     }
+
+
+def binding(tenant: m.Tenant, labels: dict[str, str]) -> dict[str, Any]:
+    return tenant_binding(policy_name(tenant), tenant, labels)

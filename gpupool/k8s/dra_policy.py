@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpupool.k8s.admission import API_VERSION, MATCH_DEFAULTS, NAMESPACE_NAME_LABEL
+from gpupool.k8s.admission import API_VERSION, MATCH_DEFAULTS, tenant_binding
 from gpupool.model import platform as m
 
 POLICY_PREFIX = "gpupool-dra-guard."
@@ -146,16 +146,4 @@ def policy(tenant: m.Tenant, classes: list[str], labels: dict[str, str]) -> dict
 
 
 def binding(tenant: m.Tenant, labels: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": policy_name(tenant), "labels": dict(labels)},
-        "spec": {
-            "policyName": policy_name(tenant),
-            "validationActions": ["Deny"],
-            "matchResources": {
-                **MATCH_DEFAULTS,
-                "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: tenant.namespace}},
-            },
-        },
-    }
+    return tenant_binding(policy_name(tenant), tenant, labels)

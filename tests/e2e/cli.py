@@ -229,6 +229,18 @@ def state_objects(deployment: dict) -> list[tuple[str, str, str]]:
     return out
 
 
+TENANT_KINDS = (
+    "namespaces,resourcequotas,limitranges,rolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings"
+)
+
+
+def tenant_labelled(control_plane) -> list[dict]:
+    """Every live object labelled with a tenant (gpupool.dev/tenant), of the kinds a tenant's stack holds; objects
+    being deleted left out."""
+    items = control_plane.get_json(TENANT_KINDS, "-A", "-l", "gpupool.dev/tenant", timeout=120)["items"]
+    return [i for i in items if not i["metadata"].get("deletionTimestamp")]
+
+
 def cluster_objects(control_plane) -> list[tuple[str, str, str]]:
     """(kind, namespace, name) of every object in the cluster that carries gpupool's managed-by label."""
     items = control_plane.get_json(MANAGED_KINDS, "-A", "-l", MANAGED, timeout=120)["items"]

@@ -27,7 +27,7 @@ from gpupool.k8s import manifests
 from gpupool.rules.engine import load_valid_spec
 
 from .adoption import namespace_uids
-from .cli import CliProject, cluster_objects, state_objects
+from .cli import CliProject, cluster_objects, state_objects, tenant_labelled
 from .cluster import ControlPlane
 from .faults import fault_at, kill_group
 from .gate import Gate, Held, Match
@@ -194,19 +194,9 @@ def desired_tenant_objects(project: CliProject) -> dict[str, set[tuple[str, str,
 
 def tenant_objects_in_cluster(cluster: ControlPlane) -> dict[str, dict[str, dict]]:
     """Tenant -> kind -> {(namespace, name): (uid, resourceVersion)} of the objects labelled with a tenant."""
-    items = cluster.get_json(
-        "namespaces,resourcequotas,limitranges,rolebindings,validatingadmissionpolicies,"
-        "validatingadmissionpolicybindings",
-        "-A",
-        "-l",
-        "gpupool.dev/tenant",
-        timeout=120,
-    )["items"]
     out: dict[str, dict[str, dict]] = {}
-    for i in items:
+    for i in tenant_labelled(cluster):
         meta = i["metadata"]
-        if meta.get("deletionTimestamp"):
-            continue
         kinds = out.setdefault(meta["labels"]["gpupool.dev/tenant"], {})
         kinds.setdefault(i["kind"], {})[(meta.get("namespace", ""), meta["name"])] = (
             meta["uid"],

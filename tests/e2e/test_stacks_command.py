@@ -24,7 +24,7 @@ from datetime import UTC
 
 import pytest
 
-from .cli import CliProject, cluster_objects, sigkill_pulumi, state_objects
+from .cli import CliProject, cluster_objects, sigkill_pulumi, state_objects, tenant_labelled
 from .faults import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -133,19 +133,7 @@ TENANTS = ("inference", "notebooks", "research")
 def _tenant_objects(cluster) -> set[tuple[str, str, str]]:
     """(kind, namespace, name) of every live object labelled with a tenant: namespaces, quotas, limit ranges,
     RoleBindings and the per-tenant admission policies and bindings."""
-    items = cluster.get_json(
-        "namespaces,resourcequotas,limitranges,rolebindings,validatingadmissionpolicies,"
-        "validatingadmissionpolicybindings",
-        "-A",
-        "-l",
-        "gpupool.dev/tenant",
-        timeout=120,
-    )["items"]
-    return {
-        (i["kind"], i["metadata"].get("namespace", ""), i["metadata"]["name"])
-        for i in items
-        if not i["metadata"].get("deletionTimestamp")
-    }
+    return {(i["kind"], i["metadata"].get("namespace", ""), i["metadata"]["name"]) for i in tenant_labelled(cluster)}
 
 
 def _uids(cluster, kind: str) -> dict[str, str]:

@@ -191,6 +191,17 @@ class CliProject:
         path.write_text(text.replace(old, new, 1))
 
 
+def failed_run(p: subprocess.CompletedProcess, tail: int = 4000) -> str:
+    """What a failed `gpupool stacks` run said, for an assertion message: its own verdict lines first (the
+    outcome table and `gpupool: ...` errors name the stack and the planned steps that did not converge), then
+    the output's tail. A bare tail can be all of one resource's diff, and CI shows only part of a message."""
+    text = (p.stdout or "") + (p.stderr or "")  # (stderr is None when the run merged it into stdout)
+    verdict = [
+        line for line in text.splitlines() if line.startswith("gpupool") or " failed" in line or "converge" in line
+    ]
+    return "\n".join(["verdict:", *(line[:1500] for line in verdict[-12:]), "tail:", text[-tail:]])
+
+
 def pulumi_pid(p: subprocess.Popen) -> int | None:
     """The pid of the ``pulumi`` CLI process the command started (same process group), if running."""
     for d in Path("/proc").iterdir():

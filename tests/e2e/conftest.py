@@ -27,24 +27,26 @@ from .cluster import BINARIES, ControlPlane, ControlPlaneError, _find_kubectl
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SH = REPO / "toolchain" / "build.sh"
 
-# The end-to-end step runs in 2 pytest-xdist workers, one module per worker at a time (ci/test.sh:
-# `-n 2 --dist loadfile`), and a worker takes the next module in collection order. Taking the longest
-# modules first keeps the two workers busy to the end instead of one running the slowest module alone.
-# Seconds per module, measured on an idle 2-core machine (docs/testing.md); a module not listed goes after
-# these in its usual order. Only the order changes: tests inside a module keep theirs.
+# The end-to-end step runs in 3 pytest-xdist workers, one module per worker at a time (ci/test.sh:
+# `-n 3 --dist loadfile`), and a worker takes the next module in collection order. Taking the longest
+# modules first keeps the workers busy to the end instead of one running the slowest module alone.
+# Seconds per module in the full warm run of 5 Dec (3 workers on 2 cores; out/test/e2e.xml, docs/testing.md);
+# a module not listed goes after these in its usual order. Only the order changes: tests inside a module keep
+# theirs.
 MODULE_SECONDS = {
-    "test_crash_safety.py": 235,
-    "test_sharding.py": 219,
-    "test_stacks_command.py": 104,
-    "test_s3_backend.py": 96,
-    "test_cli_path.py": 96,
-    "test_mig_interrupt.py": 110,  # 3 passed in 89 s alone, 5 Dec; its fixture's up adds ~20 s
-    "test_mig_rollout.py": 80,
-    "test_gpupool_up.py": 51,
-    "test_kueue.py": 49,  # with Kueue's and JobSet's webhooks on: 7 passed in 48.5 s alone, 5 Dec
-    "test_render_apply.py": 38,
-    "test_upgrade.py": 27,
-    "test_team_repository.py": 25,
+    "test_sharding.py": 291,
+    "test_crash_safety.py": 269,
+    "test_stacks_command.py": 182,
+    "test_mig_rollout.py": 177,
+    "test_mig_interrupt.py": 144,
+    "test_cli_path.py": 129,
+    "test_s3_backend.py": 128,
+    "test_gpupool_up.py": 99,
+    "test_team_repository.py": 69,
+    "test_render_apply.py": 61,
+    "test_kueue.py": 54,
+    "test_upgrade.py": 42,
+    "test_mps_rekey.py": 31,
 }
 
 

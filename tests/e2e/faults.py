@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .cli import CliProject, cluster_objects, pulumi_pid, state_objects
+from .cli import CliProject, cluster_objects, failed_run, pulumi_pid, state_objects
 from .cluster import ControlPlane
 from .gate import Gate, Held, Match, freeze, thaw
 
@@ -29,7 +29,7 @@ def tenant_names(doc: dict) -> list[str]:
 
 def assert_converged(project: CliProject, cluster: ControlPlane, doc: dict, run) -> None:
     """The `gpupool stacks` run succeeded (so its `preview --expect-no-changes` passed) and state == cluster."""
-    assert run.returncode == 0, run.stdout[-6000:]
+    assert run.returncode == 0, failed_run(run)
     deployment = project.export()
     assert not deployment["deployment"].get("pending_operations"), deployment["deployment"]["pending_operations"]
     urns = Counter(r["urn"] for r in deployment["deployment"]["resources"])

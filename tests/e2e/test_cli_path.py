@@ -18,7 +18,7 @@ import pytest
 from components.program import PLATFORM_NAME
 
 from .adoption import assert_adopted, namespace_uids
-from .cli import CliProject, cluster_objects, state_objects
+from .cli import CliProject, cluster_objects, failed_run, state_objects
 
 pytestmark = pytest.mark.e2e
 
@@ -65,7 +65,7 @@ def project(control_plane, cli_toolchain_bin, tmp_path_factory) -> CliProject:
 
 
 def _ok(p: subprocess.CompletedProcess) -> str:
-    assert p.returncode == 0, p.stdout[-6000:]
+    assert p.returncode == 0, failed_run(p)
     return p.stdout
 
 

@@ -38,8 +38,8 @@ demo: setup
 toolchain:
 	bash toolchain/build.sh >/dev/null
 
-# actionlint (checks .github/workflows) and waitfor-eval (the provider's own waitFor evaluation, for the
-# rollout's waits), built from Go modules into ~/.cache/gpupool-toolchain/tools (pinned in tools/versions.env
+# actionlint (checks .github/workflows) and await-eval (the provider's own await code: what it keeps as a node
+# patch's outputs), built from Go modules into ~/.cache/gpupool-toolchain/tools (pinned in tools/versions.env
 # and toolchain/versions.env); a no-op when cached.
 tools:
 	bash tools/build.sh >/dev/null

@@ -55,7 +55,7 @@ say "building the toolchain, tools and render deps in the background (log: $OUT/
 TOOLS_ENV=(
   GPUPOOL_REQUIRE_E2E=1 GPUPOOL_REQUIRE_RENDER=1 GPUPOOL_REQUIRE_TOOLS=1
   GPUPOOL_ACTIONLINT="$(bash tools/build.sh --print-bin-dir)/actionlint"
-  GPUPOOL_WAITFOR_EVAL="$(bash tools/build.sh --print-waitfor)"
+  GPUPOOL_AWAIT_EVAL="$(bash tools/build.sh --print-await)"
   GPUPOOL_TOOLCHAIN_BIN="$(bash toolchain/build.sh --print-bin-dir)"
 )
 workers="${GPUPOOL_UNIT_WORKERS:-2}"

@@ -83,15 +83,11 @@ PATCH_ANNOTATIONS = {"pulumi.com/patchForce": "true"}
 
 def pulumi_only_annotations(obj: Desired) -> dict[str, str]:
     """What the provider reads and the rendered YAML does not carry: patchForce on patches, the shared field
-    manager, and every node patch's wait (gpupool.k8s.rollout: its own apply observed, then its step's wait)."""
+    manager, and every node patch's skipAwait (gpupool.k8s.rollout.NODE_PATCH_AWAIT: its outputs are the API
+    server's answer to its own apply)."""
     out: dict[str, str] = dict(PATCH_ANNOTATIONS) if obj.patch else {}
     if obj.patch and obj.kind == "Node":
-        # The provider awaits the annotation as found on the live object, so every node patch sets its own
-        # (a node patch would otherwise wait for whatever another patch of the same node left there).
-        marker = rollout.node_patch_marker(obj.name, obj.manifest)
-        key = rollout.last_patch_key(obj.name)
-        out[key] = marker
-        out["pulumi.com/waitFor"] = rollout.node_patch_wait(marker, obj.wait_for, key)
+        out.update(rollout.NODE_PATCH_AWAIT)
     elif obj.wait_for:
         out["pulumi.com/waitFor"] = obj.wait_for
     if obj.field_manager:

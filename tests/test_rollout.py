@@ -166,9 +166,11 @@ def test_diff_shows_the_rollout_of_the_nodes_that_change_and_new_nodes_apart():
     assert "new node n5: labelled at once, not in a wave" in text
 
 
-def test_each_patch_of_a_node_writes_its_marker_under_its_own_key():
-    """A refresh (gpupool stacks up runs one) reads each patch's fields back from the node: with one shared marker
-    annotation every patch but the last writer's would differ and be planned again (a re-cordon)."""
+def test_no_node_patch_waits_and_patches_of_a_node_agree_on_every_annotation_they_share():
+    """A node patch's outputs must be its own apply's answer (skipAwait; rollout.NODE_PATCH_AWAIT says why a
+    waitFor is not). And a refresh (gpupool stacks up runs one) reads each patch's fields back from the node:
+    an annotation two patches of one node both wrote with different values would differ for all but the last
+    writer, which would be planned again (a re-cordon)."""
     from components.k8s_objects import pulumi_only_annotations
 
     for spec in (_spec(max_unavailable=2), _spec(cordon=False)):
@@ -176,9 +178,15 @@ def test_each_patch_of_a_node_writes_its_marker_under_its_own_key():
         for o in manifests.build(spec).objects:
             if o.patch and o.kind == "Node":
                 by_node.setdefault(o.manifest["metadata"]["name"], []).append(o)
+        assert by_node
         for node, patches in by_node.items():
-            keys = [k for p in patches for k in pulumi_only_annotations(p) if k.startswith(rollout.LAST_PATCH)]
-            assert len(keys) == len(set(keys)) == len(patches), (node, keys)
+            written: dict[str, set[str]] = {}
+            for p in patches:
+                extra = pulumi_only_annotations(p)
+                assert extra.get("pulumi.com/skipAwait") == "true" and "pulumi.com/waitFor" not in extra, p.name
+                for key, value in {**extra, **p.manifest["metadata"].get("annotations", {})}.items():
+                    written.setdefault(key, set()).add(value)
+            assert all(len(values) == 1 for values in written.values()), (node, written)
 
 
 def test_the_refresh_exclusion_matches_exactly_the_cordon_and_uncordon_patches():

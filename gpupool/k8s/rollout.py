@@ -30,8 +30,6 @@ Timeouts: the step's own waits use rollout.nodeTimeoutSeconds; cordon and uncord
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any, NamedTuple
 
 from gpupool.k8s.naming import bounded
@@ -53,36 +51,18 @@ ANNOTATION_READY = "gpupool.dev/mig-config-ready"
 # does not take the field over (false is the omitted default): the node stayed cordoned (e2e).
 CORDON_MANAGER = "gpupool-rollout-cordon"
 
-# Every gpupool node patch writes its own marker here and first waits to observe it. The provider evaluates a
-# wait on, and returns as the patch's outputs, the last object its informer delivered; for a Node that can be
-# older than the apply (a Node's generation does not move on label changes, so the provider's staleness check
-# lets it through). Outputs older than the apply made the next `up` diff and re-apply unchanged patches: a
-# re-cordon of a node nothing was rolling (seen in e2e).
-LAST_PATCH = "gpupool.dev/last-patch"
-
-
-def node_patch_marker(name: str, manifest: dict[str, Any]) -> str:
-    """The patch's name and a digest of what it writes: unique per patch and per content, so an object from
-    before this apply (written by another patch, or by this one with other content) never carries it."""
-    digest = hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()[:12]
-    return f"{name}.{digest}"
-
-
-def last_patch_key(name: str) -> str:
-    """The annotation a node patch writes its marker to: one per kind of patch of a node (its Pulumi name's
-    "_step" suffix; the pool patch has none). Patches of one node sharing one key made a refresh (which `gpupool
-    stacks up` runs) read another patch's marker into each and plan them again: a re-cordon (seen in e2e)."""
-    step = name.rpartition("_")[2] if "_" in name else "labels"
-    return f"{LAST_PATCH}-{step}"
-
-
-def node_patch_wait(marker: str, wait_for: str | None, key: str = LAST_PATCH) -> str:
-    """The `pulumi.com/waitFor` of a node patch: a JSON array (all must hold) of its own apply observed (its
-    marker under KEY), then the step's own wait, if any."""
-    conditions = [f"jsonpath={{.metadata.annotations['{key}']}}={marker}"]
-    if wait_for:
-        conditions.append(wait_for)
-    return json.dumps(conditions)
+# Every gpupool node patch skips the provider's await, so its outputs are the API server's answer to its own
+# apply. With a `pulumi.com/waitFor` the provider returns instead the last Node its informer delivered, and that
+# can be a Node from before the apply: a Node's generation does not move on label changes, so the observer
+# takes an older event as current (pulumi-kubernetes v4.34.2 pkg/await/condition/observer.go, ObjectObserver.
+# Observe, 88-93; the informer cache is shared by every await of the run, pkg/await/condition/source.go). The
+# releases before this one waited for a per-patch marker (`gpupool.dev/last-patch-<step>`), which an older Node
+# lacked; but patches are retained on destroy, so after `destroy` and `up` the node still carried every marker,
+# an older Node passed the wait, and the next preview planned the patch again (e2e test_cli_path, 1 run in 10).
+# With skipAwait the provider's ReadyCondition returns an Immediate condition on the apply's response, before
+# it reads any waitFor from the live Node (pkg/metadata/overrides.go 107-109; condition/immediate.go 58-60);
+# tests/test_node_patch_outputs.py runs that code. Nothing needs the wait: the mig step does its own waiting.
+NODE_PATCH_AWAIT = {"pulumi.com/skipAwait": "true"}
 
 
 def waves(pool: m.NodePool, nodes: tuple[str, ...] | None = None) -> list[tuple[str, ...]]:

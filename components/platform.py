@@ -102,8 +102,17 @@ class GpuPlatformArgs:
 
 
 def load_or_stop(spec_path: str | Path) -> m.Spec:
-    """Validate the spec file; on errors, log them as `gpupool validate` prints them and stop the program."""
+    """Validate the spec file; on errors, log them as `gpupool validate` prints them and stop the program. Under
+    `gpupool stacks`, the model that command validated (gpupool.deploy.validated_spec), while its inputs hold."""
+    from gpupool.deploy import validated_spec
     from gpupool.rules.engine import validate_file
+
+    taken = validated_spec.take(Path(spec_path))
+    if taken is not None:
+        spec, warnings = taken
+        for warning in warnings:
+            pulumi.log.warn(warning)
+        return spec
 
     result = validate_file(str(spec_path))
     diagnostics = result.report.sorted()

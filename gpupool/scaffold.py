@@ -207,6 +207,8 @@ GITIGNORE = """\
 .venv/
 __pycache__/
 /out/
+# gpupool stacks hands the spec it validated to its programs here, and removes it when it ends
+/.gpupool/
 """
 
 WORKFLOW = """\

@@ -112,7 +112,7 @@ class StackInputs:
         }
         if role.platform:
             doc["chart"] = _plain(plan.chart)
-            doc["chartFiles"] = _tree_digest(self.project_dir / chart_path) if chart_path else None
+            doc["chartFiles"] = tree_digest(self.project_dir / chart_path) if chart_path else None
             doc["migSteps"] = _plain(dict(sorted(plan.mig_steps.items())))
             doc["rekeyDrains"] = _plain(dict(sorted(plan.rekey_drains.items())))
         return doc
@@ -188,7 +188,7 @@ def _file_digest(path: Path) -> str | None:
         return None  # missing or unreadable: the program run then says why
 
 
-def _tree_digest(root: Path) -> str | None:
+def tree_digest(root: Path) -> str | None:
     """sha256 over a local chart (a directory's files by relative path, or one .tgz): a vendored chart
     updated in place changes what the platform stack installs. Links are hashed as their targets' names."""
     if root.is_file():

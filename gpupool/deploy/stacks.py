@@ -43,7 +43,7 @@ import yaml
 from pulumi import automation as auto
 
 from gpupool.analysis import shard_moves
-from gpupool.deploy import recovery, run_config, stack_inputs, unchanged
+from gpupool.deploy import recovery, run_config, stack_inputs, unchanged, validated_spec
 from gpupool.deploy.lean_stack import LeanStack
 from gpupool.k8s.mig_in_use import CONVERGENCE_ENV
 from gpupool.k8s.rollout import REFRESH_EXCLUDE
@@ -649,6 +649,34 @@ class Platform:
         if op != "destroy":  # destroy does not run the program
             self.refuse_invalid_spec(op, checked)
             self._setup(self.platform_stack, op, lambda: self.refuse_chart_outside(op, platform, checked))
+        offered = self._offer_validated_spec(checked) if op != "destroy" else None
+        try:
+            self._run_stacks(op, platform, checked)
+        finally:
+            if offered is not None:
+                self._withdraw(offered)
+
+    def _offer_validated_spec(self, checked) -> validated_spec.Offer | None:
+        """The spec this run validated, handed to every program it runs (gpupool.deploy.validated_spec), which
+        then validates it no more; None (each program validates) when there is none or it cannot be written."""
+        if checked is None or checked[1].spec is None:
+            return None
+        offered = validated_spec.offer(self.s.project_dir, self.s.project_dir / checked[0], checked[1])
+        env = getattr(self.workspace, "env_vars", None)  # (the tests' stand-ins have none)
+        if offered is None or env is None:
+            if offered is not None:
+                offered.withdraw()
+            return None
+        self.workspace.env_vars = {**env, **offered.env}
+        return offered
+
+    def _withdraw(self, offered: validated_spec.Offer) -> None:
+        env = getattr(self.workspace, "env_vars", None) or {}
+        self.workspace.env_vars = {k: v for k, v in env.items() if k not in offered.env}
+        offered.withdraw()
+
+    def _run_stacks(self, op: str, platform: auto.Stack, checked) -> None:
+        create = op != "destroy"
         skipping = self.skipping(op)
         runs = self._setup(self.platform_stack, op, lambda: self.layout(platform, op == "up" or skipping, checked))
         inputs_of = (

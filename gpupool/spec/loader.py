@@ -708,7 +708,7 @@ def escapes(entry: str) -> str | None:
 Found = tuple[Path, Path, Path]  # a tenant file: the path as found, resolved, and as named (links unresolved)
 
 
-def _tenant_files(entry: str, base: Path) -> tuple[list[Found], list[Path]] | str | None:
+def tenant_files(entry: str, base: Path) -> tuple[list[Found], list[Path]] | str | None:
     """(files, skipped) an entry names; None when it names nothing, or a message when the entry cannot be
     used.
 
@@ -785,7 +785,7 @@ def _include_tenants(
                 rule=R_OUTSIDE_STACK,
             )
             continue
-        found = _tenant_files(entry, base)
+        found = tenant_files(entry, base)
         if isinstance(found, str):
             report.add(ERROR, where, at, f'"{entry}" {found}', rule=R_INCLUDE)
             continue

@@ -52,10 +52,15 @@ tests/render/node_modules/.installed: tests/render/package-lock.json
 	touch $@
 
 # Lint (ruff) and type-check (mypy) the package and the components; configured in pyproject.toml.
+# The same checks are pre-commit hooks (.pre-commit-config.yaml; tests/test_precommit.py keeps the two alike).
+SHELL_SCRIPTS = .ci/run ci/test.sh toolchain/build.sh tools/build.sh
 lint: setup
 	$(VENV)/bin/ruff check gpupool components tests bench ci
 	$(VENV)/bin/ruff format --check gpupool components tests bench ci
 	$(VENV)/bin/mypy
+	$(VENV)/bin/shellcheck -x -P SCRIPTDIR $(SHELL_SCRIPTS)
+	$(VENV)/bin/python -m gpupool.rules.docs --check
+	$(VENV)/bin/python -m gpupool.spec.reference --check
 
 # Everything, end-to-end tests against a local API server included (ci/test.sh: the builds run beside lint
 # and the unit tests; at the end each step's time, the 25 slowest tests and the elapsed time against the budget).

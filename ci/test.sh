@@ -13,7 +13,7 @@
 # step in one process),
 # PYTEST_ADDOPTS (passed to every pytest run).
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 VENV="${VENV:-.venv}"
 PY="$VENV/bin/python"
 OUT="${GPUPOOL_TEST_OUT:-out/test}"

@@ -65,8 +65,8 @@ case "${1:-}" in
     for b in "${ALL[@]}"; do
       for f in "$b" ${ALSO_OF[$b]}; do
         # data files beside a binary (kueue-crds.yaml) are not executable
-        case "$f" in *.yaml) t=-f ;; *) t=-x ;; esac
-        [ "$t" "$BIN_DIR/$f" ] || { echo "missing: $BIN_DIR/$f" >&2; exit 1; }
+        case "$f" in *.yaml) [ -f "$BIN_DIR/$f" ] ;; *) [ -x "$BIN_DIR/$f" ] ;; esac \
+          || { echo "missing: $BIN_DIR/$f" >&2; exit 1; }
       done
     done
     echo "$BIN_DIR"; exit 0 ;;

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import gpupool
-from gpupool import safe_write
+from gpupool import redact, safe_write
 from gpupool.model import platform as m
 
 PATH_ENV = "GPUPOOL_VALIDATED_SPEC"
@@ -78,6 +78,7 @@ def offer(project_dir: Path, spec_path: Path, result: Any) -> Offer | None:
         protocol=pickle.HIGHEST_PROTOCOL,
     )
     key = secrets.token_bytes(32)
+    redact.register(key.hex())  # never printed by gpupool; masked should any pulumi text ever echo the environment
     blob = MAGIC + hmac.new(key, payload, hashlib.sha256).digest() + payload
     name = f"{DIRECTORY}/validated-spec.{secrets.token_hex(8)}"
     try:

@@ -27,7 +27,7 @@ LONG_FUNCTIONS = {
     "gpupool/model/build.py::_Builder.pool": 92,
 }
 LONG_MODULES = {
-    "gpupool/deploy/stacks.py": 906,
+    "gpupool/deploy/stacks.py": 726,
     "gpupool/k8s/manifests.py": 856,
     "gpupool/spec/loader.py": 851,
     "gpupool/analysis/plan.py": 702,

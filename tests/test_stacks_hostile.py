@@ -23,7 +23,7 @@ pytest.importorskip("pulumi")
 
 from gpupool import redact  # noqa: E402
 from gpupool.cli.main import main  # noqa: E402
-from gpupool.deploy import recovery, stacks  # noqa: E402
+from gpupool.deploy import recovery, secret_env, stacks  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CANARY_PASSPHRASE = "canary-passphrase-7f3a9c"
@@ -244,7 +244,7 @@ def test_a_refused_passphrase_is_one_line_that_names_the_variable(project, capsy
 
 
 def test_the_credentials_pulumi_reads_are_registered_before_it_runs(project):
-    stacks.register_secrets(os.environ)
+    secret_env.register_secrets(os.environ)
     for canary in CANARIES:
         assert canary in redact.registered()
     assert "gpupool" not in redact.registered()  # settings in the URL (the path) are not secrets
@@ -255,11 +255,11 @@ def test_the_passphrase_file_is_registered_and_a_fifo_there_does_not_hang(projec
     phrase = tmp_path / "passphrase"
     phrase.write_text("canary-file-passphrase-61b0\n")
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE_FILE", str(phrase))
-    stacks.register_secrets(os.environ)
+    secret_env.register_secrets(os.environ)
     assert "canary-file-passphrase-61b0" in redact.registered()
     os.mkfifo(tmp_path / "fifo")  # nobody writes: opened without blocking, and not read
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE_FILE", str(tmp_path / "fifo"))
-    stacks.register_secrets(os.environ)
+    secret_env.register_secrets(os.environ)
 
 
 # ---------------------------------------------------------------- the torn-sidecar repair follows no link

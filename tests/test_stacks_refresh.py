@@ -14,7 +14,7 @@ pytest.importorskip("pulumi")
 from pulumi import automation as auto  # noqa: E402
 
 from gpupool.cli.main import build_parser  # noqa: E402
-from gpupool.deploy import stacks  # noqa: E402
+from gpupool.deploy import pulumi_messages, stacks  # noqa: E402
 from tests.test_stacks_platform import FakeStack, World, _failed, _platform, project  # noqa: E402,F401
 
 
@@ -205,7 +205,7 @@ def test_a_refreshed_preview_whose_plan_meets_an_object_gone_names_it_and_says_w
 
 def test_the_reason_skips_the_resource_monitors_shutdown_line():
     exc = auto.CommandError(_failed(GONE_STDERR, stdout=GONE_STDOUT))
-    said = stacks._reason(exc, "preview")
+    said = pulumi_messages.reason(exc, "preview")
     assert said.startswith("error: Preview failed: update of resource") and "Resource monitor" not in said
     only = auto.CommandError(_failed(GONE_STDERR))
-    assert stacks._reason(only, "preview") == "error: Resource monitor has terminated, shutting down"
+    assert pulumi_messages.reason(only, "preview") == "error: Resource monitor has terminated, shutting down"

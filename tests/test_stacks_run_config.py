@@ -25,7 +25,7 @@ import yaml
 pytest.importorskip("pulumi")
 
 from gpupool.cli.main import main  # noqa: E402
-from gpupool.deploy import pulumi_process, run_config, stacks  # noqa: E402
+from gpupool.deploy import pulumi_process, run_config, secret_env  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -387,7 +387,7 @@ def test_credential_c_values_are_registered_for_scrubbing():
     redact.forget_all()
     try:
         kubeconfig = "apiVersion: v1\nusers:\n- name: u\n  user: {token: canary-kube-token-51}\n"
-        stacks.register_config_secrets(
+        secret_env.register_config_secrets(
             {
                 "gpupool:kubeconfig": kubeconfig,
                 "gpupool:apiToken": "canary-token-77",

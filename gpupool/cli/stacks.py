@@ -150,12 +150,12 @@ def run(args) -> int:
     from gpupool.cli.common import CommandError, UsageError
 
     try:
-        from gpupool.deploy import stacks
+        from gpupool.deploy import secret_env, stacks
     except ImportError as exc:  # the Pulumi SDK is the [pulumi] extra
         raise UsageError(f"gpupool stacks needs the Pulumi SDK: pip install 'gpupool[pulumi]' ({exc.name})") from None
     # First, before any pulumi command runs: pulumi's own error text may quote these (gpupool.redact).
-    stacks.register_secrets(os.environ)
-    stacks.register_config_secrets(dict(args.config))
+    secret_env.register_secrets(os.environ)
+    secret_env.register_config_secrets(dict(args.config))
     backend = os.environ.get("PULUMI_BACKEND_URL", "")
     if not backend:
         raise UsageError("set PULUMI_BACKEND_URL to the state backend (docs/ci.md, 'State backend')")

@@ -30,8 +30,6 @@ import contextlib
 import functools
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -43,6 +41,7 @@ import yaml
 from pulumi import automation as auto
 
 from gpupool.analysis import shard_moves
+from gpupool.deploy import pulumi_messages as msg
 from gpupool.deploy import recovery, run_config, stack_inputs, unchanged, validated_spec
 from gpupool.deploy.lean_stack import LeanStack
 from gpupool.k8s.mig_in_use import CONVERGENCE_ENV
@@ -71,63 +70,6 @@ class StackError(Exception):
 class SetupError(Exception):
     """The project cannot be run at all (no Pulumi.yaml, no virtualenv, no backend, no pulumi CLI): exit
     status 2."""
-
-
-# The environment variables that hold a credential the pulumi CLI reads (the passphrase of the stack's
-# secrets, the Pulumi Cloud token, the state backend's cloud credentials). Their values are registered with
-# gpupool.redact before any pulumi command runs, so that pulumi's own error text cannot echo them.
-SECRET_ENV = (
-    "PULUMI_CONFIG_PASSPHRASE",
-    "PULUMI_ACCESS_TOKEN",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AZURE_STORAGE_KEY",
-    "AZURE_STORAGE_SAS_TOKEN",
-    "AZURE_CLIENT_SECRET",
-    "ARM_CLIENT_SECRET",
-    "GOOGLE_CREDENTIALS",
-)
-# Query parameters of a backend URL that carry a credential rather than a setting (inferred: gocloud.dev's
-# blob URL openers take settings such as region and endpoint there, and some deployments add keys or tokens).
-_SECRET_PARAM = re.compile(r"(?i)(key|secret|token|password|passwd|signature|sig|credential|auth)")
-
-
-def register_secrets(environ: Mapping[str, str]) -> None:
-    """Register with gpupool.redact every credential `gpupool stacks` hands to pulumi: the values of
-    SECRET_ENV, and the password and secret-looking query values of PULUMI_BACKEND_URL."""
-    from urllib.parse import parse_qsl, urlsplit
-
-    from gpupool import redact
-
-    for name in SECRET_ENV:
-        if environ.get(name):
-            redact.register(environ[name])
-    if environ.get("PULUMI_CONFIG_PASSPHRASE_FILE"):  # pulumi reads the passphrase from it, stripped
-        redact.register(_small_file(environ["PULUMI_CONFIG_PASSPHRASE_FILE"]))
-    url = environ.get("PULUMI_BACKEND_URL", "")
-    try:
-        parts = urlsplit(url)
-        redact.register(parts.password or "")
-        for key, value in parse_qsl(parts.query):
-            if _SECRET_PARAM.search(key):
-                redact.register(value)
-    except ValueError:
-        pass  # not a URL; it is shown only through redact.url_for_display, which scrubs what it cannot parse
-
-
-_SECRET_KEY = re.compile(r"(?i)(secret|token|password|passwd|passphrase|credential|private)")
-
-
-def register_config_secrets(config: Mapping[str, str]) -> None:
-    """Register with gpupool.redact the -c values that are credentials: a key that names one, or a
-    kubeconfig given as contents rather than a path (it holds tokens or keys). They reach pulumi only in the
-    run's private --config-file copy; this keeps pulumi's error text from echoing them."""
-    from gpupool import redact
-
-    for key, value in config.items():
-        name = key.rsplit(":", 1)[-1]
-        if _SECRET_KEY.search(name) or (name.lower() == "kubeconfig" and ("\n" in value or "{" in value)):
-            redact.register(value)
 
 
 @dataclass
@@ -348,7 +290,7 @@ class Platform:
                     self.s.log(f"{stack.name}: live lock: created by {h}; not touching it{hint}")
                 who = ", ".join(map(str, live or holders)) or "an unknown holder"
                 raise StackError(
-                    f"{stack.name}: locked by a live run, {who}; not touching it{hint}. pulumi: {_locked(exc)}"
+                    f"{stack.name}: locked by a live run, {who}; not touching it{hint}. pulumi: {msg.locked(exc)}"
                 ) from None
             for h in holders:
                 self.s.log(f"{stack.name}: stale lock: created by {h} (holder gone)")
@@ -415,7 +357,7 @@ class Platform:
                 self.workspace.remove_tag(name, stack_inputs.TAG)
                 self._tags[name].pop(stack_inputs.TAG, None)
         except (auto.CommandError, OSError) as exc:
-            why = _reason(exc) if isinstance(exc, auto.CommandError) else _unrunnable(exc)
+            why = msg.reason(exc) if isinstance(exc, auto.CommandError) else msg.unrunnable(exc)
             note = f"could not remove its {stack_inputs.TAG} tag before the {op} ({why}); nothing was run"
             self.outcomes.append(Outcome(name, op, "failed", note=note))
             raise StackError(f"{name}: {op} failed: {note}") from None
@@ -433,7 +375,7 @@ class Platform:
             self.workspace.set_tag(name, stack_inputs.TAG, value)
             self._tags.setdefault(name, {})[stack_inputs.TAG] = value
         except (auto.CommandError, OSError) as exc:
-            why = _reason(exc) if isinstance(exc, auto.CommandError) else _unrunnable(exc)
+            why = msg.reason(exc) if isinstance(exc, auto.CommandError) else msg.unrunnable(exc)
             self.s.log(f"warning: {name}: its inputs were not recorded ({why}); the next run runs it")
 
     def last_updates(self) -> dict[str, str | None]:
@@ -513,9 +455,9 @@ class Platform:
                         on_error=out,
                         config_file=config_file,
                     )
-                    drift, note = DRIFT_HEADING + read.stdout + PLAN_HEADING, _drift_note(read.change_summary)
+                    drift, note = DRIFT_HEADING + read.stdout + PLAN_HEADING, msg.drift_note(read.change_summary)
                     out(PLAN_HEADING)
-                    gone = _counts(read.change_summary).get("delete", 0)
+                    gone = msg.counts(read.change_summary).get("delete", 0)
                 try:
                     result = stack.preview(
                         diff=True, color="never", on_output=out, on_error=out, config_file=config_file
@@ -523,15 +465,15 @@ class Platform:
                 except auto.CommandError as exc:
                     if not (refresh and gone):
                         raise
-                    hint = _gone_hint(gone, stack.name)
-                    reason = f"{_reason(exc, op)} ({hint})"
+                    hint = msg.gone_hint(gone, stack.name)
+                    reason = f"{msg.reason(exc, op)} ({hint})"
                     self._previews.append(f"{drift}The plan could not be computed: {hint}.\n")
                     self._write_previews()
                     self.outcomes.append(Outcome(stack.name, op, "failed", note=reason))
                     raise StackError(f"{stack.name}: {op} failed: {reason}") from None
                 self._previews.append(drift + result.stdout)
                 self._write_previews()
-                self.outcomes.append(Outcome(stack.name, op, "succeeded", _counts(result.change_summary), note))
+                self.outcomes.append(Outcome(stack.name, op, "succeeded", msg.counts(result.change_summary), note))
             elif op == "up":
 
                 def read_then_up() -> auto.UpResult:
@@ -541,7 +483,7 @@ class Platform:
 
                 up = self._recovering(stack, read_then_up)
                 self._drop_completed_pending(stack)
-                changes = _counts(up.summary.resource_changes)
+                changes = msg.counts(up.summary.resource_changes)
                 self._converged(stack, changes, refresh, config_file)
             else:
                 down = self._recovering(
@@ -550,16 +492,16 @@ class Platform:
                         refresh=refresh, color="never", on_output=out, on_error=out, config_file=config_file
                     ),
                 )
-                changes = _counts(down.summary.resource_changes)
+                changes = msg.counts(down.summary.resource_changes)
                 self.outcomes.append(Outcome(stack.name, op, "succeeded", changes))
         except StackError as exc:
             self.outcomes.append(Outcome(stack.name, op, "failed", note=str(exc).removeprefix(f"{stack.name}: ")))
             raise
         except auto.CommandError as exc:
-            self.outcomes.append(Outcome(stack.name, op, "failed", note=_reason(exc, op)))
-            raise StackError(f"{stack.name}: {op} failed: {_reason(exc, op)}") from None
+            self.outcomes.append(Outcome(stack.name, op, "failed", note=msg.reason(exc, op)))
+            raise StackError(f"{stack.name}: {op} failed: {msg.reason(exc, op)}") from None
         except OSError as exc:  # the pulumi CLI went away (or cannot be run) since the run began
-            note = _unrunnable(exc)
+            note = msg.unrunnable(exc)
             self.outcomes.append(Outcome(stack.name, op, "failed", note=note))
             raise StackError(f"{stack.name}: {op} failed: {note}") from None
 
@@ -595,7 +537,7 @@ class Platform:
                 expect_no_changes=True,
                 color="never",
                 on_output=lambda _: None,
-                on_event=lambda event: _record_planned(event, planned),
+                on_event=lambda event: msg.record_planned(event, planned),
                 config_file=config_file,
             )
         except auto.CommandError as exc:
@@ -606,12 +548,12 @@ class Platform:
                 note = (
                     "did not converge: a preview after the up still plans changes"
                     + (" (after reading the cluster)" if refresh else "")
-                    + _planned_note(planned)
+                    + msg.planned_note(planned)
                     + f"; run `gpupool stacks preview {self.platform_stack} --refresh` to see them "
-                    f"(pulumi: {_reason(exc)})"
+                    f"(pulumi: {msg.reason(exc)})"
                 )
             else:
-                note = f"the convergence check (a preview after the up) failed to run: {_reason(exc)}"
+                note = f"the convergence check (a preview after the up) failed to run: {msg.reason(exc)}"
             raise StackError(f"{stack.name}: {note}") from None
         finally:
             if workspace is not None:
@@ -720,9 +662,9 @@ class Platform:
         except auto.StackNotFoundError:
             note = self._unknown(name)
         except auto.CommandError as exc:
-            note = _reason(exc)
+            note = msg.reason(exc)
         except OSError as exc:
-            note = _unrunnable(exc)
+            note = msg.unrunnable(exc)
         self.outcomes.append(Outcome(name, op, "failed", note=note))
         raise StackError(f"{name}: {op} failed: {note}")
 
@@ -738,25 +680,6 @@ class Platform:
             return f"{where}; nothing was created or destroyed"
         there = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
         return f"{where}; stacks there: {there or '(none)'}; nothing was created or destroyed"
-
-
-def _small_file(path: str, limit: int = 64 << 10) -> str:
-    """The text of the regular file PATH (at most LIMIT bytes), or '' when it is anything else or unreadable:
-    opened without blocking (a FIFO must not hang the run), then checked with fstat."""
-    import stat
-
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return ""
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return ""
-        return os.read(fd, limit).decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    finally:
-        os.close(fd)
 
 
 def _workspace(project_dir: Path, env: dict[str, str], command: auto.PulumiCommand | None) -> auto.LocalWorkspace:
@@ -793,109 +716,6 @@ def _timestamp(when: Any) -> str | None:
 def _shard_value(role: sharding.Role) -> str:
     """A shard stack's `gpupool:shard` value (shard_moves.StackRun.shard_value)."""
     return "" if role.shard is None else sharding.shard_role(role.shard)
-
-
-def _unrunnable(exc: OSError) -> str:
-    if isinstance(exc, FileNotFoundError):
-        return "the pulumi CLI is no longer on PATH"
-    return f"the pulumi CLI cannot be run: {exc.strerror or type(exc).__name__}"
-
-
-PLANNED_SHOWN = 5  # the convergence check's planned steps named in its error, at most
-
-
-def _record_planned(event: Any, planned: list[str]) -> None:
-    """A step the convergence check's preview plans (its resource pre-events, `same` and reads aside), as
-    "op type name": what did not converge, named in the error rather than left to a second preview."""
-    pre = getattr(event, "resource_pre_event", None)
-    if pre is None:
-        return
-    meta = pre.metadata
-    op = getattr(meta.op, "value", str(meta.op))
-    if op in ("same", "read") or meta.type == "pulumi:pulumi:Stack":
-        return
-    planned.append(f"{op} {meta.type} {meta.urn.rsplit('::', 1)[-1]}")
-
-
-def _planned_note(planned: list[str]) -> str:
-    if not planned:
-        return ""
-    more = len(planned) - PLANNED_SHOWN
-    return " (" + "; ".join(planned[:PLANNED_SHOWN]) + (f"; and {more} more" if more > 0 else "") + ")"
-
-
-def _gone_hint(gone: int, stack: str) -> str:
-    """Why a refreshed preview's plan can fail: it plans against the state, which still holds objects the drift read
-    found gone from the cluster, and previewing an update of an object that is gone fails (not found)."""
-    objects = f"{gone} object{'s' if gone != 1 else ''}"
-    return (
-        f"the drift read found {objects} gone from the cluster, and a change to an object that is gone cannot be "
-        f"previewed; `gpupool stacks up {stack}` reads the cluster first and recreates it with this change"
-    )
-
-
-def _drift_note(changes: Mapping | None) -> str:
-    """The drift a refresh preview found, for the outcome line: every object it would change in the state."""
-    n = sum(k for op, k in _counts(changes).items() if op != "same")
-    return f"drift: {n} object{'s differ' if n != 1 else ' differs'} in the cluster" if n else "no drift"
-
-
-def _counts(changes: Mapping | None) -> dict[str, int]:
-    return {str(getattr(k, "value", k)): int(n) for k, n in (changes or {}).items()}
-
-
-# CommandError keeps only the text of its CommandResult (pulumi/automation/_cmd.py, CommandResult.__str__:
-# "\n code: {code}\n stdout: {stdout}\n stderr: {stderr}").
-_RESULT = re.compile(r"\A\s*code: (?P<code>-?\d+)\n stdout: (?P<stdout>.*)\n stderr: (?P<stderr>.*)\Z", re.S)
-
-
-def _result(exc: auto.CommandError) -> tuple[int | None, str, str]:
-    m = _RESULT.match(str(exc))
-    if m is None:
-        return None, "", str(exc)
-    return int(m.group("code")), m.group("stdout"), m.group("stderr")
-
-
-# What the engine prints whenever it stops a program, whatever stopped it (pulumi's resource monitor shutting down).
-_GENERIC_ERRORS = frozenset({"error: Resource monitor has terminated, shutting down"})
-
-
-def _reason(exc: auto.CommandError, op: str = "") -> str:
-    """Why a pulumi command failed: the signal that killed it, else its last error lines (stderr, else stdout)."""
-    code, stdout, stderr = _result(exc)
-    if code is not None and code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"pulumi {op or 'command'} was killed by {name}"
-    text = stderr or stdout
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    # The engine's own error lines, from stderr and stdout (a failed step's diagnostic is printed on stdout), in
-    # order and once each; the line every stopped program ends with says nothing of why.
-    found = [ln.strip() for ln in f"{stderr}\n{stdout}".splitlines() if ln.strip().startswith("error:")]
-    errors = [ln for ln in dict.fromkeys(found) if ln not in _GENERIC_ERRORS] or lines[-3:]
-    said = " / ".join(errors[-3:])[:2000]
-    # pkg/secrets/passphrase/manager.go: ErrIncorrectPassphrase ("incorrect passphrase"), and readPassphrase's
-    # "passphrase must be set with PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE ..."
-    if "incorrect passphrase" in text:
-        return (
-            "the stack's secrets do not open with PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE): "
-            f"set the passphrase the stack was created with (pulumi: {said or 'incorrect passphrase'})"
-        )
-    if "passphrase must be set" in text:
-        return (
-            "the stack's secrets are encrypted with a passphrase: set PULUMI_CONFIG_PASSPHRASE or "
-            "PULUMI_CONFIG_PASSPHRASE_FILE"
-        )
-    return said
-
-
-def _locked(exc: auto.CommandError) -> str:
-    """The engine's own words for a refused lock ("the stack is currently locked by N lock(s)")."""
-    _, _, stderr = _result(exc)
-    m = re.search(r"the stack is currently locked by \d+ lock\(s\)", stderr or str(exc))
-    return m.group(0) if m else "the stack is locked"
 
 
 def summary(outcomes: list[Outcome]) -> str:

@@ -601,15 +601,12 @@ class Platform:
     def _offer_validated_spec(self, checked) -> validated_spec.Offer | None:
         """The spec this run validated, handed to every program it runs (gpupool.deploy.validated_spec), which
         then validates it no more; None (each program validates) when there is none or it cannot be written."""
-        if checked is None or checked[1].spec is None:
+        env = getattr(self.workspace, "env_vars", None)  # (the tests' stand-ins have none)
+        if checked is None or checked[1].spec is None or env is None:
             return None
         offered = validated_spec.offer(self.s.project_dir, self.s.project_dir / checked[0], checked[1])
-        env = getattr(self.workspace, "env_vars", None)  # (the tests' stand-ins have none)
-        if offered is None or env is None:
-            if offered is not None:
-                offered.withdraw()
-            return None
-        self.workspace.env_vars = {**env, **offered.env}
+        if offered is not None:
+            self.workspace.env_vars = {**env, **offered.env}
         return offered
 
     def _withdraw(self, offered: validated_spec.Offer) -> None:

@@ -50,6 +50,7 @@ component() {
 component etcd "$ETCD_VERSION" build_etcd
 component kube-apiserver "$KUBERNETES_VERSION" build_kube_apiserver
 component kube-controller-manager "$KUBERNETES_VERSION" build_kube_controller_manager after=kube-apiserver
+component kube-scheduler "$KUBERNETES_VERSION" build_kube_scheduler after=kube-apiserver
 component pulumi "$PULUMI_VERSION" build_pulumi
 component pulumi-language-python "$PULUMI_LANGUAGE_PYTHON_VERSION" build_language_python also=pulumi-language-python-exec
 component pulumi-resource-pulumi-python "$PULUMI_VERSION" install_dynamic_python
@@ -193,6 +194,7 @@ for r in json.load(sys.stdin).get("Replace") or []:
     if r["New"]["Path"].startswith("./staging/"): print(r["Old"]["Path"])')
     (cd "$w" && go mod edit -require="k8s.io/kubernetes@$v" "${args[@]}" \
       && go get "k8s.io/kubernetes/cmd/kube-apiserver@$v" "k8s.io/kubernetes/cmd/kube-controller-manager@$v" \
+        "k8s.io/kubernetes/cmd/kube-scheduler@$v" \
       && touch .ready)
   fi
   ldf="-s -w"
@@ -205,6 +207,7 @@ for r in json.load(sys.stdin).get("Replace") or []:
 
 build_kube_apiserver() { build_kube kube-apiserver "$1"; }
 build_kube_controller_manager() { build_kube kube-controller-manager "$1"; }
+build_kube_scheduler() { build_kube kube-scheduler "$1"; }
 
 build_etcd() { # out
   local v="$ETCD_VERSION" w="$SRC_DIR/etcd-$ETCD_VERSION"

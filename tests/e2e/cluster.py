@@ -320,6 +320,37 @@ class ControlPlane:
         )
         self._wait("kube-controller-manager", self._probes["kube-controller-manager"], deadline)
 
+    def start_scheduler(self, timeout: float = 60) -> None:
+        """Start kube-scheduler (the toolchain's, same version as the API server) with its default profile, as
+        `system:kube-scheduler` with no other group: it acts with exactly the bootstrap ClusterRoles a real
+        scheduler has (`system:kube-scheduler`, `system:volume-scheduler`), so an admission policy or RBAC rule
+        that would stop a real scheduler stops this one. Not started with the plane: a scheduler binds every
+        pending pod, which the modules sharing a plane do not expect."""
+        assert self.workdir is not None, "control plane not started"
+        binary = self.bin_dir / "kube-scheduler"
+        if not os.access(binary, os.X_OK):
+            raise ControlPlaneError(f"missing binary {binary} (toolchain/build.sh kube-scheduler)")
+        crt, key = self._pki.issue("scheduler", "system:kube-scheduler")
+        kubeconfig = self.workdir / "scheduler.kubeconfig"
+        self._write_kubeconfig(kubeconfig, "system:kube-scheduler", crt, key)
+        port = free_port()
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(binary),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.workdir / 'scheduler-certs'}",
+                "--leader-elect=false",
+                "--v=2",
+            ],
+        )
+        self._probes["kube-scheduler"] = lambda: self._http_ok(f"https://127.0.0.1:{port}/healthz", verify=False)
+        self._wait("kube-scheduler", self._probes["kube-scheduler"], time.monotonic() + timeout)
+
     def stop(self) -> None:
         """Stop in reverse start order (kcm, apiserver, etcd: the apiserver shuts down fast only while etcd
         is still up), each process group with TERM then KILL after 10 s; remove the workdir."""

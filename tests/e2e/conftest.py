@@ -128,6 +128,15 @@ def prometheus_bin() -> Path:
     return _checked_bin_dir(PROMETHEUS)
 
 
+SCHEDULER = ("kube-scheduler",)
+
+
+@pytest.fixture(scope="session")
+def scheduler_bin() -> Path:
+    """The toolchain bin dir, checked for the control plane and kube-scheduler (ControlPlane.start_scheduler)."""
+    return _checked_bin_dir(BINARIES + SCHEDULER)
+
+
 @pytest.fixture(scope="session")
 def control_plane_bin() -> Path:
     """The toolchain bin dir, checked only for the control-plane binaries."""

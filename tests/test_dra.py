@@ -142,8 +142,11 @@ def test_the_guard_names_each_rule_and_only_granted_classes(tmp_path):
     rule = policy["spec"]["matchConstraints"]["resourceRules"][0]
     assert rule["apiGroups"] == ["resource.k8s.io"]
     assert set(rule["resources"]) == {"resourceclaims", "resourceclaimtemplates"}
+    status_rule = policy["spec"]["matchConstraints"]["resourceRules"][1]
+    assert status_rule["resources"] == ["resourceclaims/status"] and status_rule["operations"] == ["UPDATE"]
     messages = [v["message"] for v in policy["spec"]["validations"]]
-    for name in ("dra-forged-claim", "dra-allocation-all", "dra-admin-access", "dra-ungranted-class"):
+    rules = ("dra-forged-claim", "dra-allocation-all", "dra-admin-access", "dra-shared-claim", "dra-ungranted-class")
+    for name in rules:
         assert sum(f"rule {name})" in msg for msg in messages) == 1
     assert _granted(policy) == "gpupool-a100-dra-gpu, gpupool-a100-dra-mig-1g.10gb"
     text = yaml.safe_dump(policy)

@@ -17,6 +17,13 @@ Quota counts devices per class (gpupool.k8s.dra), but it does not see:
   class, or the driver's own (gpu.nvidia.com, mig.nvidia.com: any device anywhere). An allow-list, so classes of
   other DRA drivers are refused too until the spec grants them (docs/dra.md).
 
+- a claim shared by several pods (`resourceClaimName` in each): quota counts the claim once, so its devices would
+  serve more pods than the grant. kube-scheduler reserves a claim for each pod it binds by appending the pod to
+  `status.reservedFor` (v1.36.3 dynamicresources.go 1612-1631); refusing a second entry keeps a claim to one pod,
+  so pods holding devices never outnumber claims, which quota bounds by the granted devices. A refused reservation
+  is a PreBind error: the pod stays Pending, retried with backoff, its FailedScheduling event naming this rule
+  (schedule_one.go 517-535).
+
 Claims and templates are checked on CREATE (their spec is immutable); the annotation also on UPDATE, where only
 its addition is refused, so controllers removing finalizers from existing claims pass. One policy and binding per
 tenant, the granted classes written as CEL literals (the reasons of gpupool.k8s.admission). Each message names the
@@ -107,6 +114,13 @@ def validations(tenant: m.Tenant, classes: list[str]) -> list[dict[str, Any]]:
         ),
         _rule(
             tenant,
+            "dra-shared-claim",
+            "!has(object.status) || !has(object.status.reservedFor) || size(object.status.reservedFor) <= 1",
+            "a claim serves one pod at a time (pods sharing it would use devices the grant counts once); "
+            "give each pod its own claim through a ResourceClaimTemplate",
+        ),
+        _rule(
+            tenant,
             "dra-ungranted-class",
             _on_create(
                 f"variables.requests.all(r, (!has(r.exactly) || r.exactly.deviceClassName in {granted}) && "
@@ -136,7 +150,17 @@ def policy(tenant: m.Tenant, classes: list[str], labels: dict[str, str]) -> dict
                         "resources": ["resourceclaims", "resourceclaimtemplates"],
                         "operations": ["CREATE", "UPDATE"],
                         "scope": "Namespaced",
-                    }
+                    },
+                    {
+                        # kube-scheduler reserves a claim for a pod by an UpdateStatus that appends the pod to
+                        # status.reservedFor (v1.36.3 pkg/scheduler/framework/plugins/dynamicresources/
+                        # dynamicresources.go 1612-1631): the one write that shares a claim.
+                        "apiGroups": ["resource.k8s.io"],
+                        "apiVersions": ["v1"],
+                        "resources": ["resourceclaims/status"],
+                        "operations": ["UPDATE"],
+                        "scope": "Namespaced",
+                    },
                 ],
             },
             "variables": VARIABLES,

@@ -4,6 +4,7 @@ on ResourceClaims. Pure data: what the API server and kube-scheduler do with it 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
@@ -170,3 +171,21 @@ def test_class_names_fit_a_resource_name_part():
 def test_policy_module_constants_match_upstream():
     """The annotation kube-scheduler v1.36.3 writes (k8s.io/api v0.36.3 resource/v1/types.go 37)."""
     assert dra_policy.EXTENDED_CLAIM_ANNOTATION == "resource.kubernetes.io/extended-resource-claim"
+
+
+def test_plan_shows_each_pools_allocation_only_where_a_pool_uses_dra(capsys):
+    """`gpupool plan` names who hands out a pool's devices: an ALLOCATION column (and `allocation` in JSON) for
+    the DRA stack; the table of a platform without DRA pools is as before."""
+    from gpupool.cli.main import main
+
+    assert main(["plan", str(ROOT / "stacks" / "dra" / "spec.yaml")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = lines.index("Pools") + 1
+    assert lines[header].split() == ["POOL", "GPU", "NODES", "GPUS", "SHARING", "ALLOCATION", "PRICE/GPU-H"]
+    rows = {line.split()[0]: line.split() for line in lines[header + 1 : header + 3]}
+    assert rows["a100-mig"][5] == "dra" and rows["l4-shared"][5] == "device-plugin"
+    assert main(["plan", str(ROOT / "stacks" / "dra" / "spec.yaml"), "-o", "json"]) == 0
+    pools = {p["name"]: p["allocation"] for p in json.loads(capsys.readouterr().out)["pools"]}
+    assert pools == {"l4-shared": "device-plugin", "a100-mig": "dra"}
+    assert main(["plan", str(ROOT / "stacks" / "dev" / "spec.yaml")]) == 0
+    assert "ALLOCATION" not in capsys.readouterr().out

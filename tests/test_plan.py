@@ -238,11 +238,13 @@ def test_json_documented_keys(plan):
         "nodeNames",
         "nodeSelector",
         "sharing",
+        "allocation",
         "replicas",
         "pricePerGpuHour",
         "chargeback",
         "resources",
     }
+    assert pool["allocation"] == "device-plugin"
     assert set(pool["chargeback"]) == {
         "costPerHour",
         "chargedGpuEquivalents",

@@ -105,6 +105,7 @@ class PoolLine:
     node_selector: dict[str, str]
     supplies: tuple[Supply, ...]
     stranded_gpus: Fraction = Fraction(0)  # compute slices in no MIG instance (SM share), charged to instances
+    allocation: str = m.DEVICE_PLUGIN  # or m.DRA: who hands the pool's devices to pods (docs/dra.md)
 
     @property
     def cost_per_hour(self) -> Fraction | None:
@@ -381,6 +382,7 @@ def compute(spec: m.Spec) -> CapacityPlan:
                 dict(pool.node_selector),
                 shares,
                 pool.stranded_gpus() * pool.node_count,
+                pool.allocation,
             )
         )
     total_gpus = sum(p.total_gpus for p in spec.pools)
@@ -583,6 +585,7 @@ def to_json(plan: CapacityPlan) -> dict:
                 "nodeNames": list(p.node_names),
                 "nodeSelector": dict(p.node_selector),
                 "sharing": p.sharing,
+                "allocation": p.allocation,
                 "replicas": p.replicas,
                 "pricePerGpuHour": _num(p.price),
                 "chargeback": _pool_chargeback_json(p),

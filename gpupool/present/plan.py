@@ -8,6 +8,7 @@ import json
 from fractions import Fraction
 
 from gpupool.analysis.plan import HOURS_PER_MONTH, CapacityPlan, Cost, RolloutLine, to_json
+from gpupool.model import platform as m
 from gpupool.present.markdown import code, inline
 from gpupool.present.numbers import eq, money, pct, ratio, units
 from gpupool.present.tables import Table
@@ -19,6 +20,8 @@ TIER_IS_A_CEILING = "tiers are ceilings: a pod without priorityClassName runs at
 
 
 def _pools(plan: CapacityPlan) -> Table:
+    # ALLOCATION only where a pool uses DRA: every other platform's table stays as it was.
+    dra = any(p.allocation != m.DEVICE_PLUGIN for p in plan.pools)
     rows = [
         [
             p.name,
@@ -26,11 +29,13 @@ def _pools(plan: CapacityPlan) -> Table:
             str(p.nodes),
             str(p.gpus),
             p.sharing,
+            *([p.allocation] if dra else []),
             money(p.price) if p.price is not None else "unpriced",
         ]
         for p in plan.pools
     ]
-    return Table("Pools", ["POOL", "GPU", "NODES", "GPUS", "SHARING", "PRICE/GPU-H"], rows, (2, 3, 5))
+    headers = ["POOL", "GPU", "NODES", "GPUS", "SHARING", *(["ALLOCATION"] if dra else []), "PRICE/GPU-H"]
+    return Table("Pools", headers, rows, (2, 3, len(headers) - 1))
 
 
 def _capacity(plan: CapacityPlan) -> Table:

@@ -8,6 +8,7 @@ from gpupool.analysis import diff as diffmod
 from gpupool.analysis import plan as planmod
 from gpupool.k8s import admission, manifests
 from gpupool.model import platform as m
+from gpupool.present import plan_json
 from gpupool.present.plan import format_table
 
 
@@ -86,7 +87,7 @@ def test_plan_and_diff_show_the_maximums():
         ("nvidia.com/mig-1g.10gb", 1, "tier batch", 2),
     ]
     assert "Per-pod maximums" in format_table(planmod.compute(head))
-    assert planmod.to_json(planmod.compute(head))["maxPerPod"][0] == {
+    assert plan_json.to_json(planmod.compute(head))["maxPerPod"][0] == {
         "tenant": "team-a",
         "resource": "nvidia.com/gpu",
         "max": 2,

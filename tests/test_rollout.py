@@ -8,6 +8,7 @@ from gpupool.analysis import diff as diffmod
 from gpupool.analysis import plan as planmod
 from gpupool.k8s import manifests, rollout
 from gpupool.model import platform as m
+from gpupool.present import plan_json
 from gpupool.present.diff.nodes import mig_lines as _mig_lines
 from gpupool.present.plan import format_table
 
@@ -152,7 +153,7 @@ def test_plan_shows_order_and_nodes_unavailable_at_once():
     assert (line.at_once, line.cordon, line.waves) == (2, True, (("n1", "n2"), ("n3", "n4"), ("n5",)))
     table = format_table(plan)
     assert "n1, n2" in table and "n3, n4" in table and table.index("n1, n2") < table.index("n3, n4")
-    assert planmod.to_json(plan)["migRollouts"][0]["unavailableAtOnce"] == 2
+    assert plan_json.to_json(plan)["migRollouts"][0]["unavailableAtOnce"] == 2
 
 
 def test_diff_shows_the_rollout_of_the_nodes_that_change_and_new_nodes_apart():

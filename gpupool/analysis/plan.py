@@ -1,7 +1,7 @@
 """The capacity plan of a validated spec: supply, grants, headroom, GPU-equivalents and chargeback.
 
-Pure computation (no printing, no I/O): `compute(spec)` returns a `CapacityPlan`; `to_json(plan)` the stable
-JSON document described in docs/plan-json.md. Formatting for people lives in gpupool.cli.plan.
+Pure computation (no printing, no I/O): `compute(spec)` returns a `CapacityPlan`. Its presentations live in
+gpupool.present: the tables for people in plan.py, the stable JSON document (docs/plan-json.md) in plan_json.py.
 
 Arithmetic is exact (`Fraction`) until formatting, so a MIG instance of 1/7 GPU times 7 is exactly one GPU
 and sums of many small shares do not drift.
@@ -349,6 +349,24 @@ def _supplies(pool: m.NodePool) -> list[Supply]:
     return out
 
 
+def _pool_line(pool: m.NodePool, shares: tuple[Supply, ...]) -> PoolLine:
+    return PoolLine(
+        pool.name,
+        pool.gpu_model,
+        pool.node_count,
+        pool.gpus_per_node,
+        pool.total_gpus,
+        pool.sharing.kind,
+        pool.sharing.replicas,
+        _price(pool),
+        tuple(pool.nodes),
+        dict(pool.node_selector),
+        shares,
+        pool.stranded_gpus() * pool.node_count,
+        pool.allocation,
+    )
+
+
 def compute(spec: m.Spec) -> CapacityPlan:
     granted = spec.granted()
     supplies_by_pool = {pool.name: _supplies(pool) for pool in spec.pools}
@@ -365,26 +383,12 @@ def compute(spec: m.Spec) -> CapacityPlan:
             attributed[(s.pool, r)] = (
                 Fraction(granted.get(r, 0) * s.capacity, capacity[r]) if capacity[r] else Fraction(0)
             )
-    pools = []
-    for pool in spec.pools:
-        shares = tuple(replace(s, granted=attributed[(s.pool, s.resource)]) for s in supplies_by_pool[pool.name])
-        pools.append(
-            PoolLine(
-                pool.name,
-                pool.gpu_model,
-                pool.node_count,
-                pool.gpus_per_node,
-                pool.total_gpus,
-                pool.sharing.kind,
-                pool.sharing.replicas,
-                _price(pool),
-                tuple(pool.nodes),
-                dict(pool.node_selector),
-                shares,
-                pool.stranded_gpus() * pool.node_count,
-                pool.allocation,
-            )
+    pools = [
+        _pool_line(
+            pool, tuple(replace(s, granted=attributed[(s.pool, s.resource)]) for s in supplies_by_pool[pool.name])
         )
+        for pool in spec.pools
+    ]
     total_gpus = sum(p.total_gpus for p in spec.pools)
 
     resources = resource_lines(spec)
@@ -523,183 +527,3 @@ def max_per_pod(spec: m.Spec) -> tuple[MaxPerPodLine, ...]:
 
 
 # -- JSON ----------------------------------------------------------------------------------------
-
-
-def _num(x: Fraction | int | None, places: int = 4) -> float | int | None:
-    """Exact integers stay integers; other values are rounded to `places` decimals."""
-    if x is None:
-        return None
-    if isinstance(x, int) or (isinstance(x, Fraction) and x.denominator == 1):
-        return int(x)
-    return round(float(x), places)
-
-
-def _cost_json(c: Cost) -> dict:
-    return {
-        "gpuEquivalents": _num(c.gpu_equivalents),
-        "pricedGpuEquivalents": _num(c.priced_gpu_equivalents),
-        "unpricedGpuEquivalents": _num(c.unpriced_gpu_equivalents),
-        "grantedGpuEquivalents": _num(c.granted_gpu_equivalents),
-        "costPerHour": _num(c.per_hour),
-        "costPerMonth": _num(c.per_month, 2),
-    }
-
-
-def _pool_chargeback_json(p: PoolLine) -> dict:
-    cost = p.cost_per_hour
-    charged, unallocated = p.charged_gpu_equivalents, p.unallocated_gpu_equivalents
-    return {
-        "costPerHour": _num(cost),
-        "chargedGpuEquivalents": _num(charged),
-        "chargedPerHour": _num(p.per_hour(charged)),
-        "unallocatedGpuEquivalents": _num(unallocated),
-        "unallocatedPerHour": _num(p.per_hour(unallocated)),
-        "strandedGpus": _num(p.stranded_gpus),
-        "oversubscribed": p.oversubscribed,
-        "reconciles": p.reconciles,
-    }
-
-
-def to_json(plan: CapacityPlan) -> dict:
-    """The stable, documented JSON document (docs/plan-json.md): schemaVersion 1."""
-    return {
-        "schemaVersion": SCHEMA_VERSION,
-        "cluster": plan.cluster,
-        "spec": plan.source,
-        "hoursPerMonth": HOURS_PER_MONTH,
-        "ok": plan.ok,
-        "totals": {
-            "gpus": plan.total_gpus,
-            **_cost_json(plan.total),
-            "unallocatedGpuEquivalents": _num(plan.unallocated.gpu_equivalents),
-            "unallocatedPerHour": _num(plan.unallocated.per_hour),
-            "poolsCostPerHour": _num(plan.pools_cost_per_hour),
-        },
-        "pools": [
-            {
-                "name": p.name,
-                "gpu": p.gpu_model,
-                "nodes": p.nodes,
-                "gpusPerNode": p.gpus_per_node,
-                "gpus": p.gpus,
-                "nodeNames": list(p.node_names),
-                "nodeSelector": dict(p.node_selector),
-                "sharing": p.sharing,
-                "allocation": p.allocation,
-                "replicas": p.replicas,
-                "pricePerGpuHour": _num(p.price),
-                "chargeback": _pool_chargeback_json(p),
-                "resources": [
-                    {
-                        "resource": s.resource,
-                        "device": s.physical,
-                        "capacity": s.capacity,
-                        "supply": s.formula,
-                        "gpuPerUnit": _num(s.gpu_per_unit, 6),
-                        "gpuEquivalents": _num(s.gpu_equivalents),
-                        "granted": _num(s.granted),
-                        "grantedGpuEquivalents": _num(s.granted_gpu_equivalents),
-                        "chargedGpuEquivalents": _num(s.charged_gpu_equivalents),
-                        "unallocatedGpuEquivalents": _num(s.unallocated_gpu_equivalents),
-                        "chargeFactor": _num(s.charge_factor, 6),
-                    }
-                    for s in p.supplies
-                ],
-            }
-            for p in plan.pools
-        ],
-        "resources": [
-            {
-                "resource": r.resource,
-                "capacity": r.capacity,
-                "granted": r.granted,
-                "maxRatio": _num(r.max_ratio),
-                "allowed": r.allowed,
-                "headroom": r.headroom,
-                "ratio": _num(r.ratio),
-                "pools": list(r.pools),
-            }
-            for r in plan.resources
-        ],
-        "tenants": [
-            {
-                "name": t.name,
-                "tier": t.tier,
-                "costCenter": t.cost_center,
-                "offboarded": t.offboarded,
-                "grants": dict(t.grants),
-                "share": _num(t.share, 6),
-                **_cost_json(t.cost),
-                "allocations": [
-                    {
-                        "resource": a.resource,
-                        "pool": a.pool,
-                        "units": _num(a.units),
-                        "gpuEquivalents": _num(a.gpu_equivalents),
-                        "grantedGpuEquivalents": _num(a.granted_gpu_equivalents),
-                        "pricePerGpuHour": _num(a.price),
-                        "costPerHour": _num(a.cost_per_hour),
-                    }
-                    for a in t.allocations
-                ],
-            }
-            for t in plan.tenants
-        ],
-        "costCenters": [
-            {
-                "name": c.name,
-                "tenants": list(c.tenants),
-                "share": _num(c.share, 6),
-                **_cost_json(c.cost),
-            }
-            for c in plan.cost_centers
-        ],
-        "migRollouts": [
-            {
-                "pool": r.pool,
-                "maxUnavailable": r.max_unavailable,
-                "unavailableAtOnce": r.at_once,
-                "cordon": r.cordon,
-                "nodeTimeoutSeconds": r.node_timeout_seconds,
-                "drain": bool(r.drain_timeout_seconds),
-                "drainTimeoutSeconds": r.drain_timeout_seconds,
-                "waves": [list(w) for w in r.waves],
-                "nodeSelector": dict(r.node_selector),
-            }
-            for r in plan.rollouts
-        ],
-        "maxPerPod": [
-            {
-                "tenant": x.tenant,
-                "resource": x.resource,
-                "max": x.limit,
-                "from": x.source,
-                "quota": x.quota,
-            }
-            for x in plan.max_per_pod
-        ],
-        "queues": [
-            {
-                "flavor": x.flavor,
-                "resource": x.resource,
-                "capacity": x.capacity,
-                "nominal": x.nominal,
-                "cohortQuota": x.cohort_quota,
-                "lendable": x.lendable,
-                "reserved": x.reserved,
-                "borrowable": x.borrowable,
-            }
-            for x in plan.queues
-        ],
-        "queueCeilings": [
-            {
-                "tenant": x.tenant,
-                "resource": x.resource,
-                "grant": x.grant,
-                "nominal": x.nominal,
-                "throughKueue": x.through_kueue,
-                "outsideKueue": x.outside_kueue,
-            }
-            for x in plan.queue_ceilings
-        ],
-    }

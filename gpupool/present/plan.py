@@ -7,10 +7,11 @@ import io
 import json
 from fractions import Fraction
 
-from gpupool.analysis.plan import HOURS_PER_MONTH, CapacityPlan, Cost, RolloutLine, to_json
+from gpupool.analysis.plan import HOURS_PER_MONTH, CapacityPlan, Cost, RolloutLine
 from gpupool.model import platform as m
 from gpupool.present.markdown import code, inline
 from gpupool.present.numbers import eq, money, pct, ratio, units
+from gpupool.present.plan_json import to_json
 from gpupool.present.tables import Table
 from gpupool.present.text import plural, safe
 

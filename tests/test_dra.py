@@ -189,3 +189,57 @@ def test_plan_shows_each_pools_allocation_only_where_a_pool_uses_dra(capsys):
     assert pools == {"l4-shared": "device-plugin", "a100-mig": "dra"}
     assert main(["plan", str(ROOT / "stacks" / "dev" / "spec.yaml")]) == 0
     assert "ALLOCATION" not in capsys.readouterr().out
+
+
+def _dra_with_queueing(tmp_path: Path):
+    import shutil
+
+    stack = tmp_path / "dra"
+    shutil.copytree(ROOT / "stacks" / "dra", stack)
+    (stack / "spec.yaml").write_text((stack / "spec.yaml").read_text() + "\nqueueing: {}\n")
+    return load_valid_spec(stack / "spec.yaml")
+
+
+def test_kueue_counts_each_dra_class_under_the_name_the_queues_hold(tmp_path):
+    """With queueing, Kueue's Configuration maps each DRA class to the resource name it serves (the name the
+    ClusterQueues give quota), so claims from templates and pods asking the name draw on one quota; render writes
+    it out for Kueue's install. Expected: from the DeviceClass objects themselves."""
+    from gpupool.k8s.render import KUEUE_CONFIG_FILE, render_documents
+
+    plan = manifests.build(_dra_with_queueing(tmp_path))
+    classes = [o.manifest for o in plan.objects if o.kind == "DeviceClass"]
+    expected = sorted(
+        ({"name": c["spec"]["extendedResourceName"], "deviceClassNames": [c["metadata"]["name"]]} for c in classes),
+        key=lambda x: x["name"],
+    )
+    assert plan.queues is not None and len(expected) == 3
+    config = plan.queues.configuration
+    assert config["resources"]["deviceClassMappings"] == expected
+    assert config["resources"]["quotaCheckStrategy"] == "IgnoreUndeclared"
+    queued = {r["name"] for q in plan.queues.by_tenant.values() for r in _cq_resources(q)}
+    assert {m["name"] for m in expected} <= queued
+    assert yaml.safe_load(render_documents(plan)[KUEUE_CONFIG_FILE]) == config
+    prod = manifests.build(load_valid_spec(ROOT / "stacks" / "prod" / "spec.yaml"))
+    assert prod.queues is not None and "deviceClassMappings" not in prod.queues.configuration["resources"]
+    assert KUEUE_CONFIG_FILE not in render_documents(manifests.build(load_valid_spec(ROOT / "stacks/dra/spec.yaml")))
+
+
+def _cq_resources(objects: list[dict]) -> list[dict]:
+    cq = next(o for o in objects if o["kind"] == "ClusterQueue")
+    return [r for group in cq["spec"]["resourceGroups"] for f in group["flavors"] for r in f["resources"]]
+
+
+def test_the_queue_policy_sends_dra_pods_through_templates(tmp_path):
+    """With DRA pools and queueing, a pod with any ResourceClaim is a GPU pod (it goes through Kueue), and neither a
+    pod nor a workload's pod template may name a ResourceClaim directly: Kueue counts templates only."""
+    from gpupool.k8s import kueue_policy
+
+    plan = manifests.build(_dra_with_queueing(tmp_path))
+    policy = next(o.manifest for o in plan.objects if o.name == "queue-policy")
+    gpu = next(v["expression"] for v in policy["spec"]["variables"] if v["name"] == "gpu")
+    assert "resourceClaims" in gpu
+    assert kueue_policy.DIRECT_CLAIM_VALIDATION in policy["spec"]["validations"]
+    prod = manifests.build(load_valid_spec(ROOT / "stacks" / "prod" / "spec.yaml"))
+    prod_policy = next(o.manifest for o in prod.objects if o.name == "queue-policy")
+    assert kueue_policy.DIRECT_CLAIM_VALIDATION not in prod_policy["spec"]["validations"]
+    assert "resourceClaims" not in json.dumps(prod_policy)

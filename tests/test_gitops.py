@@ -10,7 +10,7 @@ import yaml
 
 from gpupool.k8s import gitops, manifests, rollout
 from gpupool.k8s.delivery import MODES, VALUES_FILE
-from gpupool.k8s.render import render_documents, stream, write
+from gpupool.k8s.render import KUEUE_CONFIG_FILE, render_documents, stream, write
 from gpupool.rules.engine import load_valid_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,7 +22,8 @@ def _plan(stack: str) -> manifests.Plan:
 
 
 def _objects(documents: dict[str, str]) -> dict[str, dict]:
-    return {n: yaml.safe_load(t) for n, t in documents.items() if n not in (VALUES_FILE, gitops.KUSTOMIZATION_FILE)}
+    not_objects = (VALUES_FILE, gitops.KUSTOMIZATION_FILE, KUEUE_CONFIG_FILE)
+    return {n: yaml.safe_load(t) for n, t in documents.items() if n not in not_objects}
 
 
 @pytest.mark.parametrize("stack", STACKS)

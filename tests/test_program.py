@@ -79,7 +79,7 @@ def test_render_is_exactly_what_is_registered(stack):
     from components.k8s_objects import PATCH_ANNOTATIONS
     from gpupool.k8s import gitops
     from gpupool.k8s.delivery import MODES, VALUES_FILE
-    from gpupool.k8s.render import render_documents
+    from gpupool.k8s.render import KUEUE_CONFIG_FILE, render_documents
 
     mocks, _ = _run(stack)
     registered = {a.name.removeprefix(P): a for a in mocks.created if a.custom}
@@ -102,9 +102,11 @@ def test_render_is_exactly_what_is_registered(stack):
                 inputs["metadata"]["annotations"] = rest
         as_registered.append(dataclasses.replace(obj, manifest=inputs))
     # Render is the registered objects through gitops.for_apply, the only two transforms for plain applies
-    # (one Node document per node, prune protection where retained), plus the values file and the Kustomization.
+    # (one Node document per node, prune protection where retained), plus the values file, the Kustomization and
+    # (with queueing) Kueue's Configuration, which gpupool does not install.
     files = gitops.for_apply(as_registered)
-    assert set(documents) == {f"{o.name}.yaml" for o in files} | {VALUES_FILE, gitops.KUSTOMIZATION_FILE}
+    extra = {VALUES_FILE, gitops.KUSTOMIZATION_FILE} | ({KUEUE_CONFIG_FILE} if plan.queues else set())
+    assert set(documents) == {f"{o.name}.yaml" for o in files} | extra
     for obj in files:
         rendered = yaml.safe_load(documents[f"{obj.name}.yaml"])
         assert obj.manifest == rendered, obj.name

@@ -17,7 +17,6 @@ MODULE_LINES = 700
 LONG_FUNCTIONS = {
     "gpupool/k8s/manifests.py::build": 173,
     "gpupool/k8s/manifests.py::tenant_objects": 155,
-    "gpupool/analysis/plan.py::to_json": 142,
     "gpupool/spec/loader.py::load_yaml_file": 116,
     "gpupool/analysis/plan.py::compute": 112,
     "components/platform.py::GpuPlatform.__init__": 102,
@@ -28,9 +27,8 @@ LONG_FUNCTIONS = {
 }
 LONG_MODULES = {
     "gpupool/deploy/stacks.py": 726,
-    "gpupool/k8s/manifests.py": 856,
+    "gpupool/k8s/manifests.py": 816,
     "gpupool/spec/loader.py": 851,
-    "gpupool/analysis/plan.py": 702,
 }
 
 

@@ -8,6 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpupool"}
+# The labels gpupool puts on what belongs to a pool, a tenant, a tier.
+LABEL_POOL = "gpupool.dev/pool"
+LABEL_TENANT = "gpupool.dev/tenant"
+LABEL_TIER = "gpupool.dev/tier"
 
 
 @dataclass(frozen=True)

@@ -181,3 +181,14 @@ def quota_hard(spec: m.Spec, grants: dict[str, int]) -> dict[str, str]:
         hard[IMPLICIT_PREFIX + cls] = str(count)
     hard[CLAIM_COUNT] = str(sum(per_class.values()))
     return hard
+
+
+def kueue_mappings(spec: m.Spec) -> list[dict[str, Any]]:
+    """Kueue's `resources.deviceClassMappings` (kueue v0.19.2 apis/config/v1beta2/configuration_types.go 634-663):
+    each DRA class counted under the resource name it serves, the name the tenants' ClusterQueues already give
+    quota. Kueue counts a pod's `nvidia.com/...` requests on a DRA-backed name under the mapped name too
+    (pkg/dra/extended_resources.go resolveQuotaKey), so both forms draw on one quota. Claims from
+    ResourceClaimTemplates are counted only through a mapping (an unmapped class makes the workload
+    inadmissible: pkg/dra/claims.go GetResourceRequestsForResourceClaimTemplates). Kueue accepts at most 16
+    mappings (pkg/config/validation.go 484)."""
+    return [{"name": name, "deviceClassNames": [cls]} for name, cls in classes_by_resource(spec).items()]

@@ -20,9 +20,11 @@ tenant's ClusterQueue: its selector names the namespace.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from gpupool.k8s import kueue_policy
+from gpupool.k8s import dra, kueue_policy
+from gpupool.k8s.desired import LABEL_POOL, LABEL_TENANT, LABEL_TIER, MANAGED_BY, Desired
 from gpupool.model import platform as m
 from gpupool.model import queues as q
 from gpupool.model.queueing import Queueing
@@ -129,7 +131,7 @@ FRAMEWORKS = (
 PODS_READY_TIMEOUT = "10m"
 
 
-def configuration(tenant_label: str) -> dict[str, Any]:
+def configuration(tenant_label: str, device_class_mappings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The Kueue Configuration (config.kueue.x-k8s.io/v1beta2) gpupool's queues are made for; docs/queueing.md
     shows it, and tests/e2e/test_kueue.py runs Kueue with it (plus only the test's ports and certificates).
 
@@ -140,14 +142,19 @@ def configuration(tenant_label: str) -> dict[str, Any]:
       inadmissible (configuration_types.go:574-592; excludeResourcePrefixes may not be combined with it);
     - waitForPodsReady: a workload whose pods do not all run within the timeout (refused by a quota or a
       policy, unschedulable) is evicted and requeued, so it gives its quota back; after backoffLimitCount
-      requeues it is deactivated (configuration_types.go:302-328, RequeuingStrategy)."""
+      requeues it is deactivated (configuration_types.go:302-328, RequeuingStrategy);
+    - deviceClassMappings (with DRA pools, gpupool.k8s.dra.kueue_mappings): claims from tenants' templates counted
+      under the resource names their ClusterQueues hold."""
+    resources: dict[str, Any] = {"quotaCheckStrategy": "IgnoreUndeclared"}
+    if device_class_mappings:
+        resources["deviceClassMappings"] = device_class_mappings
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "manageJobsWithoutQueueName": True,
         "managedJobsNamespaceSelector": {"matchExpressions": [{"key": tenant_label, "operator": "Exists"}]},
         "integrations": {"frameworks": list(FRAMEWORKS)},
-        "resources": {"quotaCheckStrategy": "IgnoreUndeclared"},
+        "resources": resources,
         "waitForPodsReady": {
             "timeout": PODS_READY_TIMEOUT,
             "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 5},
@@ -187,3 +194,45 @@ def allowed_priority_classes(spec: m.Spec) -> dict[str, list[str]]:
 def queue_policy(spec: m.Spec, labels: dict[str, str], tenant_label: str, tier_label: str) -> list[dict]:
     """The ValidatingAdmissionPolicy and its binding that keep GPUs behind Kueue (gpupool.k8s.kueue_policy)."""
     return kueue_policy.policy_objects(spec, allowed_priority_classes(spec), labels, tenant_label, tier_label)
+
+
+# -- the objects of a spec with `queueing:` ------------------------------------------------------
+
+
+@dataclass
+class QueueObjects:
+    """The Kueue objects of an opted-in spec: the platform's, and each tenant's ClusterQueue and LocalQueue."""
+
+    platform: list[Desired]
+    by_tenant: dict[str, list[dict[str, Any]]]
+    admitted: dict[str, dict[str, int]]  # tenant -> resource -> the most Kueue can admit (its quota's size)
+    queues: dict[str, q.TenantQueue] = field(default_factory=dict)  # what the ClusterQueues are made from
+    configuration: dict[str, Any] = field(default_factory=dict)  # Kueue's, for these queues (render writes it)
+
+
+def queue_objects(spec: m.Spec) -> QueueObjects | None:
+    qs = spec.queueing
+    if qs is None:
+        return None
+    labels = dict(MANAGED_BY)
+    comp = COMPONENT
+    platform = [Desired(comp, f"flavor-{p.name}", resource_flavor(p, labels, LABEL_POOL)) for p in spec.pools]
+    platform += [Desired(comp, f"cohort-{c.name}", cohort(c, labels)) for c in qs.all_cohorts()]
+    platform += [
+        Desired(comp, f"workload-priority-{t.name}", workload_priority_class(t, {**labels, LABEL_TIER: t.name}))
+        for t in spec.tiers
+    ]
+    policy, binding = queue_policy(spec, labels, LABEL_TENANT, LABEL_TIER)
+    platform += [
+        Desired(comp, "queue-policy", policy),
+        Desired(comp, "queue-policy-binding", binding, depends_on=("queue-policy",)),
+    ]
+    by_tenant: dict[str, list[dict[str, Any]]] = {}
+    tenants = {t.name: t for t in spec.tenants}
+    tenant_queues = q.tenant_queues(spec, qs)
+    for name, queue in tenant_queues.items():
+        tenant = tenants[name]
+        tlabels = {**labels, LABEL_TENANT: name, LABEL_TIER: tenant.tier}
+        by_tenant[name] = [cluster_queue(queue, qs, tlabels, LABEL_TENANT), local_queue(tenant, tlabels)]
+    config = configuration(LABEL_TENANT, dra.kueue_mappings(spec))
+    return QueueObjects(platform, by_tenant, q.max_admitted(spec, qs), tenant_queues, config)

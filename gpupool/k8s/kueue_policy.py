@@ -100,6 +100,30 @@ def _requests_gpu_cel(resources: list[str]) -> str:
     return f"(object.spec.containers + {inits}).exists(c, {one})"
 
 
+def _gpu_pod_cel(spec: m.Spec) -> str:
+    """CEL: whether the pod reaches GPUs: by a gated resource name, or (with DRA pools) by any ResourceClaim,
+    since a tenant's claims can only name its granted GPU classes (gpupool.k8s.dra_policy)."""
+    by_name = _requests_gpu_cel(q.gated_resources(spec))
+    if not spec.dra_pools:
+        return by_name
+    return f"({by_name} || (has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0))"
+
+
+# Kueue counts the devices of a pod's ResourceClaimTemplates (through deviceClassMappings) but skips a claim the pod
+# names directly (kueue v0.19.2 pkg/dra/claims.go GetResourceRequestsForResourceClaimTemplates: `if
+# prc.ResourceClaimTemplateName == nil { continue }`), so with DRA pools a tenant's pods and pod templates name
+# templates only.
+_NAMES_A_CLAIM = "has(s.resourceClaims) && s.resourceClaims.exists(c, has(c.resourceClaimName))"
+DIRECT_CLAIM_VALIDATION = {
+    "expression": f"(object.kind != 'Pod' || ![object.spec].exists(s, {_NAMES_A_CLAIM})) && "
+    f"variables.templates.all(t, ![t.spec].exists(s, {_NAMES_A_CLAIM}))",
+    "message": "with queueing, a pod reaches DRA devices through a ResourceClaimTemplate (resourceClaimTemplateName), "
+    "which Kueue counts against the tenant's queue; Kueue does not count a ResourceClaim named directly "
+    "(resourceClaimName)",
+    "reason": "Forbidden",
+}
+
+
 # The pod templates of every kind the policy matches but pods: Kueue takes a workload's priority from them when
 # no WorkloadPriorityClass is named (the pods of a Deployment or StatefulSet are also each checked by the
 # priority guard, but refusing the template refuses the workload at once instead of leaving it without pods).
@@ -124,7 +148,7 @@ def _variables(spec: m.Spec, allowed: str, tier_of: str) -> list[dict[str, str]]
         {"name": "labels", "expression": "has(object.metadata.labels) ? object.metadata.labels : {}"},
         {"name": "controller", "expression": _controller_cel(spec)},
         {"name": "allowed", "expression": f"{tier_of} in {allowed} ? {allowed}[{tier_of}] : []"},
-        {"name": "gpu", "expression": f"object.kind == 'Pod' && {_requests_gpu_cel(q.gated_resources(spec))}"},
+        {"name": "gpu", "expression": f"object.kind == 'Pod' && {_gpu_pod_cel(spec)}"},
         {"name": "gated", "expression": f"object.kind == 'Pod' && [object].exists(o, {gate})"},
         {
             "name": "wasGated",
@@ -215,7 +239,7 @@ def policy_objects(
             # Something being deleted must still lose its finalizers.
             "matchConditions": [{"name": "not-deleting", "expression": "!has(object.metadata.deletionTimestamp)"}],
             "variables": _variables(spec, json.dumps(allowed, sort_keys=True), tier_of),
-            "validations": _validations(),
+            "validations": _validations() + ([DIRECT_CLAIM_VALIDATION] if spec.dra_pools else []),
         },
     }
     binding = {

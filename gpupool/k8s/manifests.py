@@ -19,16 +19,15 @@ import yaml
 
 from gpupool.gpu import operator_presets
 from gpupool.k8s import admission, dra, dra_policy, kueue, monitoring, priority_guard, rollout
+from gpupool.k8s.desired import LABEL_POOL as LABEL_POOL  # re-exported, like the two other labels
+from gpupool.k8s.desired import LABEL_TENANT as LABEL_TENANT
+from gpupool.k8s.desired import LABEL_TIER as LABEL_TIER
 from gpupool.k8s.desired import MANAGED_BY as MANAGED_BY  # re-exported: every builder's label
 from gpupool.k8s.desired import Desired as Desired  # re-exported: the objects' type, for the components
 from gpupool.k8s.naming import bounded, content_hash
 from gpupool.model import platform as m
-from gpupool.model import queues
 from gpupool.model.owners import Subject, parse_owner
 
-LABEL_POOL = "gpupool.dev/pool"
-LABEL_TENANT = "gpupool.dev/tenant"
-LABEL_TIER = "gpupool.dev/tier"
 LABEL_COST_CENTER = "gpupool.dev/cost-center"
 LABEL_MIG_CONFIG = rollout.LABEL_MIG_CONFIG  # one definition, the rollout's
 LABEL_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
@@ -108,7 +107,7 @@ class Plan:
     # without parsing the rendered text back.
     mig_configs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # config name -> mig-parted entries
     plugin_configs: dict[str, dict[str, Any]] = field(default_factory=dict)  # ConfigMap key -> device-plugin config
-    queues: QueueObjects | None = None  # the Kueue objects and the queue model they come from (with `queueing:`)
+    queues: kueue.QueueObjects | None = None  # the Kueue objects and the queue model they come from (with `queueing:`)
     # pool name -> the mig steps of its MIG rollout (gpupool.k8s.rollout step 2): registered by the NodePool
     # component, never rendered (no object of the cluster holds them; a rendered node carries its final label).
     mig_steps: dict[str, list[rollout.Reconfigure]] = field(default_factory=dict)
@@ -421,7 +420,7 @@ def tenant_objects(
     spec: m.Spec,
     tenant: m.Tenant,
     quoted: list[str],
-    kq: QueueObjects | None = None,
+    kq: kueue.QueueObjects | None = None,
     hardware: tuple[str, ...] = (),
 ) -> list[Desired]:
     """HARDWARE: the node patches a tenant's Kueue quotas wait for (after_hardware). A re-layout relabels nodes wave
@@ -805,7 +804,7 @@ def build(
         # ValidatePriorityClassUpdate), and pulumi-kubernetes updates a PriorityClass in place: replace it.
         plan.objects.append(Desired("tiers", f"tier-{tier.name}", obj, replace_on_changes=PRIORITY_IMMUTABLE))
     plan.objects.extend(dra.objects(spec))  # DeviceClasses of DRA pools (none without)
-    kq = queue_objects(spec)
+    kq = kueue.queue_objects(spec)
     plan.queues = kq
     if kq is not None:
         plan.objects.extend(kq.platform)
@@ -814,43 +813,3 @@ def build(
         plan.objects.extend(tenant_objects(spec, tenant, quoted, kq, after_hardware(spec)))
     plan.objects.extend(monitoring.objects(spec, after=("gpu-operator-ns",)))
     return plan
-
-
-# -- Queueing (Kueue) ---------------------------------------------------------------------------
-
-
-@dataclass
-class QueueObjects:
-    """The Kueue objects of an opted-in spec: the platform's, and each tenant's ClusterQueue and LocalQueue."""
-
-    platform: list[Desired]
-    by_tenant: dict[str, list[dict[str, Any]]]
-    admitted: dict[str, dict[str, int]]  # tenant -> resource -> the most Kueue can admit (its quota's size)
-    queues: dict[str, queues.TenantQueue] = field(default_factory=dict)  # what the ClusterQueues are made from
-
-
-def queue_objects(spec: m.Spec) -> QueueObjects | None:
-    qs = spec.queueing
-    if qs is None:
-        return None
-    labels = dict(MANAGED_BY)
-    comp = kueue.COMPONENT
-    platform = [Desired(comp, f"flavor-{p.name}", kueue.resource_flavor(p, labels, LABEL_POOL)) for p in spec.pools]
-    platform += [Desired(comp, f"cohort-{c.name}", kueue.cohort(c, labels)) for c in qs.all_cohorts()]
-    platform += [
-        Desired(comp, f"workload-priority-{t.name}", kueue.workload_priority_class(t, {**labels, LABEL_TIER: t.name}))
-        for t in spec.tiers
-    ]
-    policy, binding = kueue.queue_policy(spec, labels, LABEL_TENANT, LABEL_TIER)
-    platform += [
-        Desired(comp, "queue-policy", policy),
-        Desired(comp, "queue-policy-binding", binding, depends_on=("queue-policy",)),
-    ]
-    by_tenant: dict[str, list[dict[str, Any]]] = {}
-    tenants = {t.name: t for t in spec.tenants}
-    tenant_queues = queues.tenant_queues(spec, qs)
-    for name, queue in tenant_queues.items():
-        tenant = tenants[name]
-        tlabels = {**labels, LABEL_TENANT: name, LABEL_TIER: tenant.tier}
-        by_tenant[name] = [kueue.cluster_queue(queue, qs, tlabels, LABEL_TENANT), kueue.local_queue(tenant, tlabels)]
-    return QueueObjects(platform, by_tenant, queues.max_admitted(spec, qs), tenant_queues)

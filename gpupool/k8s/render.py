@@ -86,6 +86,9 @@ def objects(plan: Plan, operator: str = delivery.DEFAULT_MODE) -> list[Desired]:
     return out
 
 
+KUEUE_CONFIG_FILE = "kueue/configuration.yaml"  # a subdirectory, like the chart values: `kubectl apply -f DIR` skips it
+
+
 def render_documents(plan: Plan, operator: str = delivery.DEFAULT_MODE) -> dict[str, str]:
     """file name -> text, in registration order. Patch objects are written as the patch gpupool applies."""
     out = {file_name(obj): _document(obj) for obj in objects(plan, operator)}
@@ -94,6 +97,12 @@ def render_documents(plan: Plan, operator: str = delivery.DEFAULT_MODE) -> dict[
         hint = delivery.helm_install_hint(plan.chart, f"<dir>/{delivery.VALUES_FILE}")
         out[delivery.VALUES_FILE] = (
             f"# gpupool: GPU Operator chart values (not a Kubernetes object)\n# {hint}\n" + dump_yaml(plan.chart.values)
+        )
+    if plan.queues is not None:
+        out[KUEUE_CONFIG_FILE] = (
+            "# gpupool: the Configuration Kueue must run with for this platform's queues (not a Kubernetes object:\n"
+            "# the controller_manager_config.yaml of Kueue's install; docs/queueing.md)\n"
+            + dump_yaml(plan.queues.configuration)
         )
     out[gitops.KUSTOMIZATION_FILE] = gitops.kustomization(resources)
     return out

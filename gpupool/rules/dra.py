@@ -117,28 +117,3 @@ def dra_unknown_model(ctx: Context) -> None:
                 "the DRA classes of this pool cannot select its GPU product (not a model gpupool knows, GP250); "
                 "they match any GPU of their type the driver publishes",
             )
-
-
-@rule("GP234", "queueing with DRA pools: claims a tenant writes itself bypass Kueue")
-def dra_with_queueing(ctx: Context) -> None:
-    """Kueue counts a pod's `nvidia.com/...` requests as before, but a ResourceClaim or ResourceClaimTemplate a
-    tenant writes itself is counted only through Kueue's `resources.deviceClassMappings`, which gpupool does not
-    render yet (docs/dra.md). The tenant's ResourceQuota still bounds such claims (a warning).
-
-    Passes:
-        nodePools:
-          - {name: l4, gpu: L4, gpusPerNode: 4, nodes: [gpu-l4-1], allocation: dra}
-    Fails:
-        nodePools:
-          - {name: l4, gpu: L4, gpusPerNode: 4, nodes: [gpu-l4-1], allocation: dra}
-        queueing: {}
-    """
-    if ctx.built is None or ctx.built.model.queueing is None:
-        return
-    for _pool, path in _dra_pools(ctx):
-        ctx.warn(
-            path + ("allocation",),
-            "with queueing, claims tenants write themselves are bounded by their ResourceQuota but not by Kueue "
-            "until gpupool renders Kueue's deviceClassMappings (docs/dra.md)",
-        )
-        return

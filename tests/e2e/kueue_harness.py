@@ -285,9 +285,10 @@ def webhook_pki(d: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in (ca_crt, ca_key, crt, key)}
 
 
-def start(cp: ControlPlane, bin_dir: Path, wait: float) -> list[Manager]:
+def start(cp: ControlPlane, bin_dir: Path, wait: float, configuration: dict | None = None) -> list[Manager]:
     """CRDs, identities, certificates, both managers ready, then their webhook configurations (registered only
-    once the servers answer: failurePolicy Fail)."""
+    once the servers answer: failurePolicy Fail). Kueue runs with `configuration` (gpupool's documented one by
+    default; a platform's as `gpupool render` writes it) plus the test's namespace and certificates."""
     kueue_port, jobset_port = free_port(), free_port()
     bindings = [
         {
@@ -324,7 +325,7 @@ def start(cp: ControlPlane, bin_dir: Path, wait: float) -> list[Manager]:
         (cert_dir / name).write_bytes(pki[name])
         (cert_dir / name).chmod(0o600)
     kueue_config = {
-        **kueue.configuration(manifests.LABEL_TENANT),
+        **(configuration or kueue.configuration(manifests.LABEL_TENANT)),
         "namespace": KUEUE_NS,
         "internalCertManagement": {"enable": True, "webhookServiceName": SERVICE, "webhookSecretName": SECRET},
     }

@@ -243,3 +243,53 @@ def test_the_queue_policy_sends_dra_pods_through_templates(tmp_path):
     prod_policy = next(o.manifest for o in prod.objects if o.name == "queue-policy")
     assert kueue_policy.DIRECT_CLAIM_VALIDATION not in prod_policy["spec"]["validations"]
     assert "resourceClaims" not in json.dumps(prod_policy)
+
+
+def test_a_pool_switching_to_dra_is_a_cutover_with_each_tenants_grant_before_and_after(tmp_path, capsys):
+    """`gpupool diff` of dev against dev with its MIG pool on DRA: a ⚠ cutover alert naming the pool, and one row
+    per tenant and name the pool serves, equal before and after (the tenants' files are read here for the expected
+    rows), each with the class that serves it; back again, the same rows, each naming the class that goes."""
+    import shutil
+
+    from gpupool.cli.main import main
+
+    head = tmp_path / "dev"
+    shutil.copytree(ROOT / "stacks" / "dev", head)
+    text = (head / "spec.yaml").read_text()
+    assert text.count("nodes: [dev-gpu-a100-1]\n") == 1
+    (head / "spec.yaml").write_text(
+        text.replace("nodes: [dev-gpu-a100-1]\n", "nodes: [dev-gpu-a100-1]\n    allocation: dra\n")
+    )
+    mig_names = {"nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb"}
+    expected = sorted(
+        (t["name"], r, n, n)
+        for f in sorted((ROOT / "stacks" / "dev" / "tenants").glob("*.yaml"))
+        for t in [yaml.safe_load(f.read_text())]
+        for r, n in t.get("gpus", {}).items()
+        if r in mig_names
+    )
+    assert expected  # dev grants MIG names
+    for base, after, before in (
+        (ROOT / "stacks" / "dev" / "spec.yaml", "dra", "device-plugin"),
+        (head / "spec.yaml", "device-plugin", "dra"),
+    ):
+        other = head / "spec.yaml" if after == "dra" else ROOT / "stacks" / "dev" / "spec.yaml"
+        assert main(["diff", str(base), str(other), "-o", "json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert {"risk": "allocationCutover", "count": 1, "names": ["a100-mig"]} in doc["alerts"]
+        assert doc["verdict"] == "risky" and doc["summary"]["poolsCuttingOver"] == 1
+        [cut] = doc["allocationCutovers"]
+        assert (cut["pool"], cut["before"], cut["after"], cut["nodes"]) == (
+            "a100-mig",
+            before,
+            after,
+            ["dev-gpu-a100-1"],
+        )
+        rows = sorted((g["tenant"], g["resource"], g["before"], g["after"]) for g in cut["grants"])
+        assert rows == expected
+        classes = {g["resource"]: g["deviceClass"] for g in cut["grants"]}
+        assert classes["nvidia.com/mig-1g.10gb"] == "gpupool-a100-mig-mig-1g.10gb"
+    assert main(["diff", str(ROOT / "stacks" / "dev" / "spec.yaml"), str(head / "spec.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "⚠ HEAD applies, but it switches 1 pool between the device plugin and DRA." in out
+    assert "allocation device-plugin → dra: the device plugin stops on dev-gpu-a100-1" in out

@@ -12,7 +12,7 @@ from gpupool.analysis.diff.headroom import headroom_changes, retained_tenants, w
 from gpupool.analysis.diff.kind import Kind
 from gpupool.analysis.diff.mig import mig_changes, with_evicted_tenants
 from gpupool.analysis.diff.objects import object_changes
-from gpupool.analysis.diff.pools import pool_changes
+from gpupool.analysis.diff.pools import allocation_cutovers, pool_changes
 from gpupool.analysis.diff.reconcile import reconcile
 from gpupool.analysis.diff.result import SpecDiff
 from gpupool.analysis.diff.stacks import holder, stack_moves
@@ -75,6 +75,7 @@ def compute(base: m.Spec | None, head: m.Spec | None) -> SpecDiff:
         stack_moves=stack_moves(base, head),
         tenant_shards=(base.tenant_shards if base else 0, head.tenant_shards if head else 0),
         pools=pool_changes(base, head),
+        cutovers=allocation_cutovers(base, head),
         queues=qd.compute(base, head, built_b, built_a),
         head_ok=head_plan.ok if head_plan else False,
     )

@@ -1,10 +1,12 @@
-"""Node pools added or removed, and nodes joining or leaving one."""
+"""Node pools added or removed, nodes joining or leaving one, and pools switching how their devices are handed out
+(`allocation`: the device plugin or DRA, docs/dra.md)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from gpupool.analysis.diff.kind import Kind
+from gpupool.k8s import dra
 from gpupool.model import platform as m
 
 
@@ -44,3 +46,53 @@ def pool_changes(base: m.Spec | None, head: m.Spec | None) -> list[PoolChange]:
         elif added or removed or count_b != count_a:
             out.append(PoolChange(name, Kind.CHANGED, added, removed, count_b, count_a, a.gpu_model))
     return out
+
+
+@dataclass(frozen=True)
+class GrantAcross:
+    """One tenant's grant of a name the pool serves, before and after the cutover, and the DRA class serving it."""
+
+    tenant: str
+    resource: str
+    before: int
+    after: int
+    device_class: str
+
+
+@dataclass(frozen=True)
+class AllocationCutover:
+    """A pool whose devices change hands: from the device plugin to DRA (or back). The device plugin stops (or
+    starts) on its nodes, pods asking the pool's names are served through its DeviceClasses (or the plugin), and each
+    tenant granted those names keeps its pod specs; `grants` lists each such grant before and after."""
+
+    pool: str
+    before: str
+    after: str
+    nodes: tuple[str, ...]
+    node_count: int
+    grants: tuple[GrantAcross, ...]
+
+
+def allocation_cutovers(base: m.Spec | None, head: m.Spec | None) -> list[AllocationCutover]:
+    if base is None or head is None:
+        return []
+    before = {p.name: p for p in base.pools}
+    out = []
+    for pool in head.pools:
+        old = before.get(pool.name)
+        if old is None or old.allocation == pool.allocation:
+            continue
+        dra_side = pool if pool.dra else old
+        classes = dra.pool_classes(dra_side)
+        names = sorted(set(classes) | {old.advertised_name(r) for r in old.physical_resources_per_node()})
+        grants_b = {t.name: t.gpus for t in base.tenants}
+        grants_a = {t.name: t.gpus for t in head.tenants}
+        rows = tuple(
+            GrantAcross(t, r, grants_b.get(t, {}).get(r, 0), grants_a.get(t, {}).get(r, 0), classes.get(r, ""))
+            for t in sorted(set(grants_b) | set(grants_a))
+            for r in names
+            if grants_b.get(t, {}).get(r, 0) or grants_a.get(t, {}).get(r, 0)
+        )
+        out.append(AllocationCutover(pool.name, old.allocation, pool.allocation, tuple(pool.nodes), pool.node_count, rows))
+    return out
+

@@ -11,7 +11,7 @@ from gpupool.analysis.diff.headroom import Headroom
 from gpupool.analysis.diff.kind import Kind
 from gpupool.analysis.diff.mig import MigChange
 from gpupool.analysis.diff.objects import ObjectChange
-from gpupool.analysis.diff.pools import PoolChange
+from gpupool.analysis.diff.pools import AllocationCutover, PoolChange
 from gpupool.analysis.diff.reconcile import Unknown
 from gpupool.analysis.diff.stacks import StackMove
 from gpupool.analysis.diff.tenants import Namespace, TenantChange
@@ -35,6 +35,7 @@ class Risk(StrEnum):
     PREEMPTION_EXPOSED = "preemptionExposed"  # a tier's queue policy lets its (or others') workloads be preempted more
     TIER_RAISED = "tierRaised"  # a tenant moves to a tier of higher priority: it can preempt more workloads
     MAX_PER_POD_LIFTED = "maxPerPodLifted"  # a tenant's per-pod GPU maximum rises or goes
+    ALLOCATION_CUTOVER = "allocationCutover"  # a pool's devices move between the device plugin and DRA
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class SpecDiff:
     stack_moves: list[StackMove] = field(default_factory=list)
     tenant_shards: tuple[int, int] = (0, 0)  # sharding.tenantShards before, after (0 = not sharded)
     pools: list[PoolChange] = field(default_factory=list)
+    cutovers: list[AllocationCutover] = field(default_factory=list)  # pools switching `allocation`
     queues: qd.QueueDiff = field(default_factory=qd.QueueDiff)  # Kueue (only with `queueing:` on a side)
     comparable: bool = True  # False: a side that exists has no model at all; nothing was compared
     head_ok: bool = True  # every resource has non-negative headroom in HEAD
@@ -77,6 +79,7 @@ class SpecDiff:
             "objectsToRetain": sum(o.kind == Kind.REMOVED and o.retained for o in self.objects),
             "poolsRelaidOut": len(self.evicting),
             "poolsNotCompared": sum(u.section == "pool" for u in self.unknown),
+            "poolsCuttingOver": len(self.cutovers),
             "nodesJoining": sum(len(p.nodes_added) + max(0, p.count_after - p.count_before) for p in self.pools),
             "nodesLeaving": sum(len(p.nodes_removed) + max(0, p.count_before - p.count_after) for p in self.pools),
             "headroomChanges": sum(h.changed for h in self.headroom),
@@ -117,6 +120,7 @@ class SpecDiff:
             (Risk.PREEMPTION_EXPOSED, list(dict.fromkeys(t.tier for t in self.queues.exposing))),
             (Risk.TIER_RAISED, [x.name for x in t if x.kind == Kind.CHANGED and x.tier_raise]),
             (Risk.MAX_PER_POD_LIFTED, [x.name for x in t if x.kind == Kind.CHANGED and x.max_per_pod_lifts]),
+            (Risk.ALLOCATION_CUTOVER, [c.pool for c in self.cutovers]),
         ]
         out = [Alert(risk, tuple(names), len(names)) for risk, names in found if names]
         unnamed = sum(c.node_count for c in self.evicting if not c.nodes)
@@ -144,6 +148,7 @@ class SpecDiff:
             or self.configs
             or self.stack_moves
             or self.pools
+            or self.cutovers
             or not self.queues.empty
             or self.tenant_shards[0] != self.tenant_shards[1]
             or any(h.changed for h in self.headroom)

@@ -82,6 +82,7 @@ def format_json(base: Side, head: Side, d: SpecDiff, ok: bool) -> str:
         "tenantShards": {"before": d.tenant_shards[0], "after": d.tenant_shards[1]},
         "stackMoves": [asdict(mv) for mv in d.stack_moves],
         "pools": [asdict(p) for p in d.pools],
+        "allocationCutovers": [asdict(c) for c in d.cutovers],
         "queues": {
             "enabledBefore": d.queues.enabled_before,
             "enabledAfter": d.queues.enabled_after,

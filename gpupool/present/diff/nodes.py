@@ -115,4 +115,24 @@ def pool_lines(d: SpecDiff) -> list[str]:
             )
         if p.count_before != p.count_after:
             out.append(f"~ pool {p.pool}: expected nodes {p.count_before} → {p.count_after}")
+    return out + cutover_lines(d)
+
+
+def cutover_lines(d: SpecDiff) -> list[str]:
+    """A pool switching `allocation`: what changes on its nodes, then each tenant grant it serves, before and after
+    (a cutover keeps grants and pod specs; a grant changed in the same edit shows here too)."""
+    out = []
+    for c in d.cutovers:
+        nodes = name_list(c.nodes) if c.nodes else f"its {c.node_count} selector nodes"
+        if c.after == "dra":
+            how = (
+                f"the device plugin stops on {nodes}; pods asking the pool's names are served through its "
+                "DeviceClasses, by NVIDIA's DRA driver, which must run there first (docs/dra.md)"
+            )
+        else:
+            how = f"the device plugin starts on {nodes} and serves the pool's names again; its DeviceClasses go"
+        out.append(f"~ pool {c.pool}: ⚠ allocation {c.before} → {c.after}: {how}; pod specs do not change")
+        for g in c.grants:
+            via = f" (DeviceClass {g.device_class})" if g.device_class else ""
+            out.append(f"~ pool {c.pool}, tenant {g.tenant}: {g.resource} {g.before} → {g.after}{via}")
     return out

@@ -98,7 +98,8 @@ def _pools(d: SpecDiff) -> Section | None:
         return None
     return Section(
         "pool items",
-        f"Pools: {counted(len(d.pools), 'pool')} change (nodes joining or leaving)",
+        f"Pools: {counted(len({p.pool for p in d.pools} | {c.pool for c in d.cutovers}), 'pool')} change "
+        "(nodes joining or leaving, allocation)",
         [Item(f"- {MD_MARK[x[0]]} {inline(x[2:])}", RANK_MIG) for x in lines],
         open=True,
     )

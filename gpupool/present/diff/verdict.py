@@ -107,6 +107,7 @@ def _risk_phrase(d: SpecDiff, a: Alert) -> str:
         Risk.PREEMPTION_EXPOSED: f"exposes the workloads of {counted(n, 'tier')} to more preemption",
         Risk.TIER_RAISED: f"raises the tier (priority) of {counted(n, 'tenant')}",
         Risk.MAX_PER_POD_LIFTED: f"lifts the per-pod GPU maximum of {counted(n, 'tenant')}",
+        Risk.ALLOCATION_CUTOVER: f"switches {counted(n, 'pool')} between the device plugin and DRA",
     }[a.risk]
 
 
@@ -147,6 +148,7 @@ ALERT_TITLE = {
     Risk.PREEMPTION_EXPOSED: "tier queue policy allows more preemption",
     Risk.TIER_RAISED: "tier raised: its pods can preempt more workloads",
     Risk.MAX_PER_POD_LIFTED: "per-pod GPU maximum raised or removed",
+    Risk.ALLOCATION_CUTOVER: "allocation cutover: another mechanism hands out the pool's devices (docs/dra.md)",
 }
 
 

@@ -31,15 +31,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gpupool.gpu import dra_driver
 from gpupool.gpu.mig import RESOURCE_PREFIX as MIG_PREFIX
-from gpupool.gpu.mig import mig_resource
 from gpupool.gpu.models import resolve_gpu
 from gpupool.k8s.desired import MANAGED_BY, Desired
 from gpupool.k8s.naming import content_hash
 from gpupool.model import platform as m
 
 API_VERSION = "resource.k8s.io/v1"
-DRIVER = "gpu.nvidia.com"
+DRIVER = dra_driver.DRIVER
 # The classes the driver's chart creates itself (v0.4.1 deployments/helm/dra-driver-nvidia-gpu/templates/
 # deviceclass-gpu.yaml, -mig.yaml, -vfio-gpu.yaml): any device of its kind on any node, so no tenant may use them.
 DRIVER_CLASSES = ("gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com")
@@ -115,7 +115,7 @@ def product_names(gpu_model: str) -> list[str]:
 def mig_profile(pool: m.NodePool, physical: str) -> str:
     """The profile behind a MIG resource name, as the driver publishes it (`1g.10gb+me`: the resource name writes
     `+` as `.`, gpupool.gpu.mig.mig_resource)."""
-    return next(p for g in pool.sharing.mig for p in g.layout if mig_resource(p) == physical)
+    return pool.mig_profile(physical)
 
 
 def selector(pool: m.NodePool, physical: str) -> str:

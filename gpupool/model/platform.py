@@ -190,6 +190,11 @@ class NodePool:
     def advertised_name(self, physical_name: str) -> str:
         return shared_name(physical_name) if self.sharing.rename else physical_name
 
+    def mig_profile(self, physical_name: str) -> str:
+        """The MIG profile behind a MIG resource name of this pool's layout (`1g.10gb+me` for
+        nvidia.com/mig-1g.10gb.me: the name writes `+` as `.`)."""
+        return next(p for g in self.sharing.mig for p in g.layout if mig_resource(p) == physical_name)
+
     def physical_name(self, advertised: str) -> str:
         """The inverse of advertised_name."""
         return unshared_name(advertised) if self.sharing.rename else advertised

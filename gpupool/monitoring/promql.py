@@ -12,12 +12,18 @@ Label formats, from the exporters' source:
   pod, uid, container, node, resource, unit}` with the resource name sanitised (`[^a-zA-Z0-9_]` -> `_`),
   `kube_pod_status_phase{namespace, pod, uid, phase}`, `kube_resourcequota{namespace, resourcequota,
   resource, type}` with the quota key as written (`requests.nvidia.com/gpu`), and `kube_node_labels{node,
-  label_<sanitised key>}` for the keys in `--metric-labels-allowlist=nodes=[...]`.
+  label_<sanitised key>}` for the keys in `--metric-labels-allowlist=nodes=[...]`; with its resourceclaims
+  resource enabled (`--resources=...,resourceclaims`, experimental; internal/store/resourceclaim.go),
+  `kube_resourceclaim_allocation_device_info{namespace, resourceclaim, request, driver, pool, device}` per
+  allocated device and `kube_resourceclaim_status_reserved_for{namespace, resourceclaim, consumer_resource,
+  consumer_name, consumer_uid}` per consumer.
 """
 
 from __future__ import annotations
 
 import re
+
+from gpupool.gpu import dra_driver
 
 GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # 0-1; reported per MIG instance (DCGM_FI_DEV_GPU_UTIL is not)
 XID_ERRORS = "DCGM_FI_DEV_XID_ERRORS"
@@ -26,6 +32,8 @@ PHASE = "kube_pod_status_phase"
 NODE_LABELS = "kube_node_labels"
 QUOTA = "kube_resourcequota"
 ALLOCATABLE = "kube_node_status_allocatable"
+CLAIM_DEVICES = "kube_resourceclaim_allocation_device_info"
+CLAIM_CONSUMERS = "kube_resourceclaim_status_reserved_for"
 
 NODE_POOL_LABEL = "label_gpupool_dev_pool"  # kube_node_labels of the node label gpupool.dev/pool
 MIG_STATE_LABEL = "label_nvidia_com_mig_config_state"  # ... of nvidia.com/mig.config.state
@@ -52,6 +60,9 @@ POD_USED = "gpupool:pod_gpu_used:gpu_equivalents"
 NAMESPACE_USED = "gpupool:namespace_gpu_used:gpu_equivalents"
 POOL_ALLOC = "gpupool:pool_gpu_alloc:gpu_equivalents"
 POOL_USED = "gpupool:pool_gpu_used:gpu_equivalents"
+# A DRA pool's devices: the profile key of the driver's device names (`1g10gb`; "" for a whole GPU) -> the resource
+# name it serves (gpupool.monitoring.rules, static), so a claimed device is weighed like a request of that name.
+DRA_DEVICE_RESOURCE = "gpupool:dra_device_resource:info"
 
 DEVICE = ("node", "UUID", "GPU_I_ID")  # one physical device: a whole GPU or a MIG instance
 
@@ -83,12 +94,42 @@ def share_of_device(active: str) -> str:
     return f"({active}) / on({by}) group_left() count by ({by}) ({active})"
 
 
-def running_gpu_requests() -> str:
-    """GPU requests of running pods, per container, in kube-state-metrics' labels."""
-    return (
-        f'{REQUESTS}{{resource=~"{GPU_RESOURCES}"}} * on(namespace, pod) group_left() '
-        f'(max by (namespace, pod) ({PHASE}{{phase="Running"}}) == 1)'
+def _running(expr: str) -> str:
+    return f'{expr} * on(namespace, pod) group_left() (max by (namespace, pod) ({PHASE}{{phase="Running"}}) == 1)'
+
+
+def running_gpu_requests(node_pool: str = NODE_POOL, device_resource: str = DRA_DEVICE_RESOURCE) -> str:
+    """What running pods hold: their GPU requests per container, and the devices NVIDIA's DRA driver allocated to
+    claims of pods that request no GPU name, each as a request of the name it serves ({namespace, pod, node,
+    resource}, in kube-state-metrics' labels). A pod asking a name on a DRA pool also has the claim kube-scheduler
+    made for it; `unless` keeps it counted once, by its requests. NODE_POOL and DEVICE_RESOURCE: the node -> pool
+    and device-profile -> resource series (the recorded ones, or `gpupool usage`'s with the spec's fallback)."""
+    return f"({_running(f'{REQUESTS}{{resource=~{quoted(GPU_RESOURCES)}}}')}) or ({claimed_devices(node_pool, device_resource)})"
+
+
+def claimed_devices(node_pool: str = NODE_POOL, device_resource: str = DRA_DEVICE_RESOURCE) -> str:
+    """Devices the DRA driver allocated to claims of running pods without GPU requests, one series per pod and
+    resource. The driver's `pool` is the node (one pool per node, named after it); the device name gives the MIG
+    profile key (gpupool.gpu.dra_driver). A claim is charged to one pod it is reserved for (a tenant's claim serves
+    one pod: the DRA guard's dra-shared-claim)."""
+    devices = (
+        f'label_replace(label_replace(label_replace({CLAIM_DEVICES}{{driver="{dra_driver.DRIVER}"}}, '
+        f'"node", "$1", "pool", "(.+)"), "pool", "", "", ""), '
+        f'"device_profile", "$1", "device", "{dra_driver.MIG_DEVICE_NAME}")'
     )
+    consumer = (
+        f'topk by (namespace, resourceclaim) (1, label_replace({CLAIM_CONSUMERS}{{consumer_resource="pods"}}, '
+        f'"pod", "$1", "consumer_name", "(.+)"))'
+    )
+    per_pod = (
+        f"count by (namespace, pod, node, device_profile) "
+        f"({devices} * on(namespace, resourceclaim) group_left(pod) {consumer})"
+    )
+    named = (
+        f"sum by (namespace, pod, node, resource) ({per_pod} * on(node) group_left(pool) {node_pool}"
+        f" * on(pool, device_profile) group_left(resource) {device_resource})"
+    )
+    return _running(f"({named} unless on(namespace, pod) {REQUESTS}{{resource=~{quoted(GPU_RESOURCES)}}})")
 
 
 def node_pool_from_labels() -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+from gpupool.gpu import dra_driver
 from gpupool.model import grants
 from gpupool.model import platform as m
 from gpupool.monitoring import promql as q
@@ -53,6 +54,7 @@ def static_rules(spec: m.Spec) -> list[dict[str, Any]]:
         for profile in profiles:
             weight = pool.device_gpu_fraction(m.mig_resource(profile))
             out.append(_static(q.MIG_DEVICE_WEIGHT, weight, {"pool": pool.name, "GPU_I_PROFILE": profile}))
+        out += dra_device_rules(pool)
     for profile, slices in mig_profile_slices(spec):
         out.append(_static(q.MIG_PROFILE_SLICES, slices, {"GPU_I_PROFILE": profile}))
     granted = grants.granted_gpu_equivalents(spec)  # the plan's figure, without running the plan
@@ -60,6 +62,19 @@ def static_rules(spec: m.Spec) -> list[dict[str, Any]]:
         labels = {"namespace": t.namespace, "tenant": t.name, "tier": t.tier, "cost_center": t.cost_center or ""}
         out.append(_static(q.TENANT_INFO, 1, labels))
         out.append(_static(q.TENANT_GRANTED, granted[t.name], {"namespace": t.namespace}))
+    return out
+
+
+def dra_device_rules(pool: m.NodePool) -> list[dict[str, Any]]:
+    """A DRA pool's device kinds as the driver names them (profile key, "" for a whole GPU) -> the resource name each
+    serves, so a device allocated to a claim is weighed like a request of that name (promql.claimed_devices)."""
+    if not pool.dra:
+        return []
+    out = []
+    for physical in pool.physical_resources_per_node():
+        key = "" if physical == m.GPU else dra_driver.device_profile_key(pool.mig_profile(physical))
+        resource = q.ksm_resource(pool.advertised_name(physical))
+        out.append(_static(q.DRA_DEVICE_RESOURCE, 1, {"pool": pool.name, "device_profile": key, "resource": resource}))
     return out
 
 

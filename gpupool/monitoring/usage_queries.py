@@ -61,6 +61,7 @@ class SpecValues:
     gpus: tuple[tuple[str, int], ...] = ()  # (pool, GPUs)
     nodes: tuple[tuple[str, str], ...] = ()  # (node, pool) as the spec lists them
     slices: tuple[tuple[str, int], ...] = ()  # (MIG profile, compute slices): the profiles of the pools' models
+    dra_devices: tuple[tuple[str, str, str], ...] = ()  # (pool, driver's profile key, resource): DRA pools' devices
 
 
 class Queries:
@@ -81,6 +82,12 @@ class Queries:
         )
         self.price = _with_fallback(q.POOL_PRICE, "pool", literal(((("pool", p),), x) for p, x in spec.prices))
         self.gpus = _with_fallback(q.POOL_GPUS, "pool", literal(((("pool", p),), n) for p, n in spec.gpus))
+        self.dra_devices = _with_fallback(
+            q.DRA_DEVICE_RESOURCE,
+            "pool, device_profile, resource",
+            literal(((("pool", p), ("device_profile", k), ("resource", r)), 1) for p, k, r in spec.dra_devices),
+            key="pool, device_profile",
+        )
         self.slices = _with_fallback(
             q.MIG_PROFILE_SLICES, "GPU_I_PROFILE", literal(((("GPU_I_PROFILE", name),), n) for name, n in spec.slices)
         )
@@ -92,7 +99,11 @@ class Queries:
     # -- the joins --------------------------------------------------------------------------------------------
 
     def requests(self) -> str:
-        return f"sum by (namespace, node, resource) ({q.running_gpu_requests()})"
+        return f"sum by (namespace, node, resource) ({self.holdings()})"
+
+    def holdings(self) -> str:
+        """Running pods' GPU requests and their claims' DRA devices (promql.running_gpu_requests)."""
+        return q.running_gpu_requests(self.node_pool, self.dra_devices)
 
     def requests_in_pools(self) -> str:
         return f"{self.requests()} * on(node) group_left(pool) {self.node_pool}"
@@ -168,9 +179,6 @@ class Queries:
             "labels": f'count_over_time(count({q.NODE_LABELS}{{{q.NODE_POOL_LABEL}!=""}}){r}',
         }
         out = [f'label_replace({e}, "what", "{k}", "", "")' for k, e in parts.items()]
-        gap = (
-            f"count by (node) ({q.running_gpu_requests()})"
-            f" unless on(node) count by (node) ({q.dcgm(q.GR_ENGINE_ACTIVE)})"
-        )
+        gap = f"count by (node) ({self.holdings()}) unless on(node) count by (node) ({q.dcgm(q.GR_ENGINE_ACTIVE)})"
         out.append(f'label_replace({self.integral(f"{gap} * 0 + 1")}, "what", "exporter", "", "")')
         return " or ".join(out)

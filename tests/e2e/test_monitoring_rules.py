@@ -534,3 +534,91 @@ def test_each_failure_fires_its_alert(prometheus_bin, prod, tmp_path):
         groups.append(_group(c, checks))
     assert fired == ALERTS - {"GpuAllocatedButIdle"}
     _run_alert_tests(prometheus_bin, prod, tmp_path, groups)
+
+
+# -- DRA pools: claims' devices charged like requests -----------------------------------------------------------
+
+
+def _claim_series(ns: str, claim: str, node: str, devices: list[str], pod: str) -> list[dict]:
+    """kube-state-metrics' resourceclaim series (internal/store/resourceclaim.go): one allocation_device_info per
+    allocated device (the driver's pool is the node: dra-driver-nvidia-gpu v0.4.1 driver.go 474-486) and one
+    status_reserved_for per consumer."""
+    base = {"namespace": ns, "resourceclaim": claim}
+    out = [
+        {
+            "series": q.CLAIM_DEVICES
+            + _labels({**base, "request": "gpu", "driver": "gpu.nvidia.com", "pool": node, "device": d}),
+            "values": "1x240",
+        }
+        for d in devices
+    ]
+    consumer = {
+        "consumer_apigroup": "",
+        "consumer_resource": "pods",
+        "consumer_name": pod,
+        "consumer_uid": f"uid-{pod}",
+    }
+    out.append({"series": q.CLAIM_CONSUMERS + _labels({**base, **consumer}), "values": "1x240"})
+    return out
+
+
+def test_dra_claims_are_charged_like_requests(prometheus_bin, tmp_path):
+    """stacks/dra's A100 pool serves MIG devices through DRA. A pod holding two 1g.10gb devices through a claim of
+    its own (no GPU request) is charged 2 x 1/7 GPU, as two requests of nvidia.com/mig-1g.10gb would be; a pod
+    asking nvidia.com/mig-3g.40gb: 1, whose device came through the claim kube-scheduler made for it, is charged
+    3/7 once (by its request, not again by its claim); a claim of a pod that is not running is not charged.
+    Weights from the MIG catalog's compute slices of NVIDIA's all-balanced A100-80GB layout (2 x 1g + 2g + 3g)."""
+    spec = load_valid_spec(REPO / "stacks/dra/spec.yaml")
+    a100 = catalog().resolve("A100-80GB")
+    assert a100 is not None
+    slices = {p: a100.profiles[p].compute for p in ("1g.10gb", "2g.20gb", "3g.40gb")}
+    per_gpu = 2 * slices["1g.10gb"] + slices["2g.20gb"] + slices["3g.40gb"]
+    # the rules write weights with 12 significant digits (rules._num)
+    w1g, w3g = (float(f"{slices[p] / per_gpu:.12g}") for p in ("1g.10gb", "3g.40gb"))
+    node = "dev-gpu-a100-1"
+    series = [
+        {"series": f'kube_node_labels{{node="{node}", {q.NODE_POOL_LABEL}="a100-mig"}}', "values": "1x240"},
+        *_claim_series("notebooks", "nb-0-gpu-x7k", node, ["gpu-0-mig-1g10gb-19-2", "gpu-1-mig-1g10gb-19-3"], "nb-0"),
+        *_phase("notebooks", "nb-0", "Running"),
+        _ksm_request("inference", "inf-0", node, "nvidia.com/mig-3g.40gb", 1),
+        *_claim_series("inference", "inf-0-extended-resources-abc", node, ["gpu-2-mig-3g40gb-9-4"], "inf-0"),
+        *_phase("inference", "inf-0", "Running"),
+        *_claim_series("notebooks", "nb-done-gpu-q2w", node, ["gpu-3-mig-1g10gb-19-2"], "nb-done"),
+        *_phase("notebooks", "nb-done", "Succeeded"),
+    ]
+    exprs = [
+        (
+            f'{q.POD_ALLOC}{{namespace="notebooks"}}',
+            [({"namespace": "notebooks", "pod": "nb-0", "node": node, "pool": "a100-mig",
+               "resource": "nvidia_com_mig_1g_10gb"}, 2 * w1g)],
+        ),
+        (
+            f'{q.POD_ALLOC}{{namespace="inference"}}',
+            [({"namespace": "inference", "pod": "inf-0", "node": node, "pool": "a100-mig",
+               "resource": "nvidia_com_mig_3g_40gb"}, w3g)],
+        ),
+        (f'{q.POOL_ALLOC}{{pool="a100-mig"}}', [({"pool": "a100-mig"}, 2 * w1g + w3g)]),
+    ]  # fmt: skip
+    groups = [g for g in rules.groups(spec) if g["name"] != rules.GROUP_ALERTS]
+    (tmp_path / "dra-rules.yaml").write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
+    test = {
+        "rule_files": ["dra-rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "promql_expr_test": [
+                    {
+                        "expr": e,
+                        "eval_time": "10m",
+                        "exp_samples": [{"labels": e.split("{")[0] + _labels(lab), "value": v} for lab, v in exp],
+                    }
+                    for e, exp in exprs
+                ],
+            }
+        ],
+    }
+    (tmp_path / "dra-test.yaml").write_text(yaml.safe_dump(test, sort_keys=False))
+    p = _promtool(prometheus_bin, "test", "rules", "dra-test.yaml", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-5000:] + p.stderr[-3000:]

@@ -93,6 +93,7 @@ def allocation_cutovers(base: m.Spec | None, head: m.Spec | None) -> list[Alloca
             for r in names
             if grants_b.get(t, {}).get(r, 0) or grants_a.get(t, {}).get(r, 0)
         )
-        out.append(AllocationCutover(pool.name, old.allocation, pool.allocation, tuple(pool.nodes), pool.node_count, rows))
+        out.append(
+            AllocationCutover(pool.name, old.allocation, pool.allocation, tuple(pool.nodes), pool.node_count, rows)
+        )
     return out
-

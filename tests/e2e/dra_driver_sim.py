@@ -77,11 +77,35 @@ def mig_device(minor: int, profile: str, start: int, slices: int, node: str) -> 
     }
 
 
-def node_slice(node: str, node_uid: str, gpus: int, layout=ALL_BALANCED) -> dict[str, Any]:
-    """The one ResourceSlice of a node with `gpus` A100-80GBs, each partitioned as `layout`."""
-    devices = [
-        mig_device(minor, profile, start, slices, node) for minor in range(gpus) for profile, start, slices in layout
-    ]
+def gpu_device(minor: int, node: str, product: str, memory: str = "80Gi") -> dict[str, Any]:
+    """A whole GPU (MIG mode off): `gpu-<minor>`, the attributes of deviceinfo.go 153-195, capacity `memory` only
+    (partitions.go 655-664)."""
+    return {
+        "name": f"gpu-{minor}",
+        "attributes": {
+            "type": _string("gpu"),
+            "uuid": _string(f"GPU-{node}-{minor}"),
+            "productName": _string(product),
+            "brand": _string("Nvidia"),
+            "architecture": _string("Hopper"),
+            "cudaComputeCapability": {"version": "9.0.0"},
+            "driverVersion": {"version": "580.95.5"},
+            "cudaDriverVersion": {"version": "13.0.0"},
+            "resource.kubernetes.io/pciBusID": _string(f"0000:{7 + minor:02x}:00.0"),
+            "resource.kubernetes.io/pcieRoot": _string("pci0000:00"),
+        },
+        "capacity": {"memory": {"value": memory}},
+    }
+
+
+def node_slice(node: str, node_uid: str, gpus: int, layout=ALL_BALANCED, devices=None) -> dict[str, Any]:
+    """The one ResourceSlice of a node: `gpus` A100-80GBs, each partitioned as `layout`, or the DEVICES given."""
+    if devices is None:
+        devices = [
+            mig_device(minor, profile, start, slices, node)
+            for minor in range(gpus)
+            for profile, start, slices in layout
+        ]
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",

@@ -1,4 +1,4 @@
-"""A DRA pool on a real kube-scheduler: the bundled `stacks/dra` stack rendered, applied with `kubectl apply
+"""A DRA pool on a real kube-scheduler: the bundled `stacks/dra` stack (plus a whole-GPU DRA pool) rendered, applied with `kubectl apply
 --server-side` to a private kube-apiserver v1.36.3 with kube-scheduler v1.36.3 (its default profile and feature
 gates, running as `system:kube-scheduler` with only its bootstrap roles) and kube-controller-manager's quota and
 resourceclaim controllers; the A100 node's devices published as NVIDIA's DRA driver publishes them
@@ -9,6 +9,8 @@ Proves (issue 39, item 5):
   through gpupool's DeviceClass (`extendedResourceName`), each pod bound to the A100 node with its own device of
   the profile it asked, from the driver's slice (kube-scheduler's extended-resource claim, v1.36.3
   pkg/scheduler/framework/plugins/dynamicresources/extendeddynamicresources.go 184-205, 544-548);
+- a whole-GPU DRA pool (added beside the bundled ones) serves `nvidia.com/gpu: 1` from its product's GPUs only,
+  never a stray node's A10 of the same driver;
 - a device-plugin pool beside it still serves its name from the node's allocatable (the migration path);
 - a tenant's own claims and templates of its granted class are served too, and share the grant with the
   scheduler's claims (the class's quota key counts both: pkg/quota/v1/evaluator/core/resource_claims.go 269-285);
@@ -40,7 +42,19 @@ pytestmark = pytest.mark.e2e
 EXTRA_CONTROLLERS = ("resourceclaim-controller",)
 REPO = Path(__file__).resolve().parents[2]
 STACK = REPO / "stacks" / "dra"
-A100_NODE, L4_NODE = "dev-gpu-a100-1", "dev-gpu-l4-1"
+A100_NODE, L4_NODE, H100_NODE, STRAY_NODE = "dev-gpu-a100-1", "dev-gpu-l4-1", "dev-gpu-h100-1", "stray-a10-1"
+# Beside the bundled stack's pools, one of whole GPUs on DRA, and a tenant granted it: the whole-GPU class's CEL
+# (type 'gpu' and the product) on the real scheduler. STRAY_NODE is in no pool; its driver publishes an A10, which
+# the class must not select although it is a whole GPU of the same driver.
+WHOLE_POOL = """
+  - name: h100-dra
+    gpu: H100-80GB
+    gpusPerNode: 2
+    nodes: [dev-gpu-h100-1]
+    allocation: dra
+"""
+VISION = "name: vision\ntier: standard\ngpus: {nvidia.com/gpu: 2}\nowners: [vision-team]\n"
+VISION_OWNER = {"as_user": "vic", "as_groups": ["vision-team"]}
 RESOURCE_API = "/apis/resource.k8s.io/v1"
 MIG_1G, MIG_2G, MIG_3G = "nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb"
 # The classes gpupool names for the a100-mig pool (docs/dra.md: gpupool-<pool>-<profile>).
@@ -129,6 +143,13 @@ def _allocated(cp, ns: str, claim: str) -> list[dict]:
 @pytest.fixture(scope="module")
 def cluster(scheduler_bin, private_control_plane, tmp_path_factory):
     cp = private_control_plane
+    work = tmp_path_factory.mktemp("dra")
+    stack = work / "dra"
+    shutil.copytree(STACK, stack)
+    text = (stack / "spec.yaml").read_text()
+    assert text.count("\nnodePools:\n") == 1
+    (stack / "spec.yaml").write_text(text.replace("\nnodePools:\n", "\nnodePools:" + WHOLE_POOL, 1))
+    (stack / "tenants" / "vision.yaml").write_text(VISION)
     cp.start_scheduler()
     # Nodes as their kubelets would register them: the A100 node advertises no MIG resource (the device plugin is
     # off on a DRA pool's nodes), the L4 node its time-sliced replicas. TaintNodesByCondition puts
@@ -136,10 +157,11 @@ def cluster(scheduler_bin, private_control_plane, tmp_path_factory):
     # heartbeats here) takes it off (v1.36.3 plugin/pkg/admission/nodetaint/admission.go 63-95), so do that here.
     a100 = cp.create_gpu_node(A100_NODE)
     cp.create_gpu_node(L4_NODE, {"nvidia.com/gpu.shared": 16})
-    for node in (A100_NODE, L4_NODE):
+    h100, stray = cp.create_gpu_node(H100_NODE), cp.create_gpu_node(STRAY_NODE)
+    for node in (A100_NODE, L4_NODE, H100_NODE, STRAY_NODE):
         cp.kubectl("taint", "nodes", node, "node.kubernetes.io/not-ready:NoSchedule-")
-    out = tmp_path_factory.mktemp("dra") / "out"
-    assert main(["render", str(STACK / "spec.yaml"), "--output-dir", str(out), "--operator", "values"]) == 0
+    out = work / "out"
+    assert main(["render", str(stack / "spec.yaml"), "--output-dir", str(out), "--operator", "values"]) == 0
     # Applied twice as docs/cli.md says (apply -f DIR goes by file name: a quota may come before its namespace).
     cp.kubectl("apply", "--server-side", "-f", str(out), check=False)
     cp.kubectl("apply", "--server-side", "-f", str(out))
@@ -148,7 +170,17 @@ def cluster(scheduler_bin, private_control_plane, tmp_path_factory):
         "POST", f"{RESOURCE_API}/resourceslices", driver.node_slice(A100_NODE, a100["metadata"]["uid"], 4)
     )
     assert status == 201, obj
-    for ns in ("notebooks", "inference", "research"):
+    for node, uid, devices in (
+        (
+            H100_NODE,
+            h100["metadata"]["uid"],
+            [driver.gpu_device(i, H100_NODE, "NVIDIA H100 80GB HBM3") for i in (0, 1)],
+        ),
+        (STRAY_NODE, stray["metadata"]["uid"], [driver.gpu_device(0, STRAY_NODE, "NVIDIA A10", "24Gi")]),
+    ):
+        status, obj = cp.api("POST", f"{RESOURCE_API}/resourceslices", driver.node_slice(node, uid, 0, devices=devices))
+        assert status == 201, obj
+    for ns in ("notebooks", "inference", "research", "vision"):
         cp.wait_for(
             lambda ns=ns: bool(
                 _get(cp, f"/api/v1/namespaces/{ns}/resourcequotas/gpu-quota").get("status", {}).get("hard")
@@ -211,6 +243,38 @@ def test_unchanged_pod_specs_get_a_device_of_their_profile(cluster):
     assert len(seen) == len(pods)
     status, obj = _create(cp, "inference", _pod("3g-over", {MIG_3G: 1}), INFERENCE)
     assert status == 403 and "exceeded quota: gpu-quota" in obj["message"] and f"requests.{MIG_3G}" in obj["message"]
+
+
+def test_whole_gpus_of_the_pools_product_only(cluster):
+    """vision's two pods asking `nvidia.com/gpu: 1` get the H100 node's two GPUs through the pool's whole-GPU class,
+    never the stray node's A10 (a whole GPU of the same driver, outside the class's product list)."""
+    cp = cluster
+    for i in range(2):
+        status, obj = _create(cp, "vision", _pod(f"whole-{i}", {"nvidia.com/gpu": 1}), VISION_OWNER)
+        assert status == 201, obj
+    seen = set()
+    for i in range(2):
+        pod = cp.wait_for(lambda i=i: _bound(cp, "vision", f"whole-{i}"), 60, what=f"whole-{i} bound")
+        assert pod["spec"]["nodeName"] == H100_NODE
+        claim = pod["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+        [result] = _allocated(cp, "vision", claim)
+        assert result["pool"] == H100_NODE and result["device"] in ("gpu-0", "gpu-1")
+        seen.add(result["device"])
+    assert seen == {"gpu-0", "gpu-1"}
+    # The class itself, outside any tenant: a pod held to the stray node with a claim of the class stays unscheduled
+    # (with the product left out of the CEL it would be bound there, to the A10).
+    cp.kubectl("create", "namespace", "scratch")
+    claim = _claim("one-h100", _claim_spec("gpupool-h100-dra-gpu"))
+    assert cp.api("POST", f"{RESOURCE_API}/namespaces/scratch/resourceclaims", claim)[0] == 201
+    pod = _pod("stray", claim={"resourceClaimName": "one-h100"})
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": STRAY_NODE}
+    assert cp.api("POST", "/api/v1/namespaces/scratch/pods", pod)[0] == 201
+    cp.wait_for(
+        lambda: _scheduling_message(cp, "scratch", "stray") or _bound(cp, "scratch", "stray"),
+        60,
+        what="the stray pod bound or refused",
+    )
+    assert _bound(cp, "scratch", "stray") is None, "the whole-GPU class selected the stray node's A10"
 
 
 def test_a_device_plugin_pool_beside_it_serves_from_allocatable(cluster):

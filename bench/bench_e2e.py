@@ -84,6 +84,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from bench_validate import POOL_KINDS, generate  # noqa: E402
 
+from gpupool.k8s import gitops  # noqa: E402
 from tests.e2e.cluster import ControlPlane, _find_kubectl  # noqa: E402
 
 STUB_CHART = REPO / "tests" / "charts" / "gpu-operator-stub"
@@ -209,7 +210,18 @@ def kubectl_manifests(bin_dir: Path, rendered: Path, out: Path, cache: dict) -> 
     count = 0
     for f in sorted(rendered.glob("*.yaml")):
         doc = yaml.safe_load(f.read_text())
-        shutil.copy(f, (cluster if doc["kind"] in CLUSTER_SCOPED else namespaced) / f.name)
+        target = (cluster if doc["kind"] in CLUSTER_SCOPED else namespaced) / f.name
+        annotations = doc["metadata"].get("annotations", {})
+        if any(k in annotations for k in gitops.PRUNE_PROTECTION):
+            # Flux's and Argo CD's prune switches, which render adds to retained objects for GitOps tools and
+            # pulumi does not write (it retains them itself): without them the two sides hold the same objects.
+            for k in gitops.PRUNE_PROTECTION:
+                annotations.pop(k, None)
+            if not annotations:
+                doc["metadata"].pop("annotations")
+            target.write_text(yaml.safe_dump(doc, sort_keys=False))
+        else:
+            shutil.copy(f, target)
         count += 1
     operator_ns = yaml.safe_load((rendered / "gpu-operator-ns.yaml").read_text())["metadata"]["name"]
     values = yaml.safe_load((rendered / "helm" / "gpu-operator-values.yaml").read_text())
@@ -699,6 +711,9 @@ def bench_size(args, bin_dir: Path, out: Path, n_tenants: int) -> dict:
 
 
 def main() -> int:
+    # The engine runs gpupool's Python dynamic providers (the MIG steps, drains) with PULUMI_PYTHON_CMD or python3
+    # from PATH; the inline stacks here have no virtualenv option, so use this interpreter (tests/e2e/conftest.py).
+    os.environ.setdefault("PULUMI_PYTHON_CMD", sys.executable)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tenants", default="100", help="comma-separated sizes, e.g. 100,300")
     ap.add_argument("--pools", type=int, default=10)

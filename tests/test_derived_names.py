@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpupool.analysis import plan as planning
-from gpupool.k8s import delivery, manifests, render
+from gpupool.k8s import delivery, gpu_configs, manifests, render
 from gpupool.present import plan as present_plan
 from gpupool.rules.engine import validate_file
 
@@ -196,7 +196,7 @@ def _mig_entries_by_name(spec, plan) -> None:
     by_name: dict[str, list] = {}
     for pool in spec.pools:
         if pool.sharing.mig:
-            entries = manifests._mig_entries(pool)
+            entries = gpu_configs._mig_entries(pool)
             by_name.setdefault(plan.pool_configs[pool.name]["migConfig"], []).append(entries)
     for name, entries in by_name.items():
         assert all(e == entries[0] for e in entries), f"MIG config {name} stands for two layouts"

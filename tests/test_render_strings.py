@@ -20,7 +20,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpupool.k8s import manifests
+from gpupool.k8s import manifests, yaml_dump
 from gpupool.k8s.delivery import MODES, VALUES_FILE
 from gpupool.k8s.render import render_documents
 from gpupool.rules.engine import load_valid_spec
@@ -73,7 +73,7 @@ def test_kubectl_is_the_real_reader():
 # Strings near numbers, booleans and null: digits, exponents, signs, dots, base prefixes, sexagesimal colons,
 # the boolean/null words of YAML 1.1, and 16-character hashes of digits and `e` (content_hash's shape).
 _NEAR = st.text(alphabet="0123456789eE.+-_:xXoObB~", min_size=0, max_size=10)
-_WORDS = st.sampled_from(sorted(manifests._NON_STRING_WORDS) + ["Yes", "NO", "True", "NULL", "Off", "Y", ".Inf"])
+_WORDS = st.sampled_from(sorted(yaml_dump._NON_STRING_WORDS) + ["Yes", "NO", "True", "NULL", "Off", "Y", ".Inf"])
 _HASH = st.text(alphabet="0123456789e", min_size=16, max_size=16)
 _VALUE = st.one_of(_NEAR, _WORDS, _HASH, st.from_regex(r"\A[0-9]{1,6}[eE][0-9]{1,8}\Z"))
 

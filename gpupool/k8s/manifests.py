@@ -9,22 +9,48 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import yaml
-
-from gpupool.gpu import operator_presets
 from gpupool.k8s import admission, dra, dra_policy, kueue, monitoring, priority_guard, rollout
 from gpupool.k8s.desired import LABEL_POOL as LABEL_POOL  # re-exported, like the two other labels
 from gpupool.k8s.desired import LABEL_TENANT as LABEL_TENANT
 from gpupool.k8s.desired import LABEL_TIER as LABEL_TIER
 from gpupool.k8s.desired import MANAGED_BY as MANAGED_BY  # re-exported: every builder's label
 from gpupool.k8s.desired import Desired as Desired  # re-exported: the objects' type, for the components
+from gpupool.k8s.gpu_configs import (  # re-exported: the configs' builders, for the diff and the components
+    EXCLUSIVE_KEY as EXCLUSIVE_KEY,
+)
+from gpupool.k8s.gpu_configs import (
+    MIG_DISABLED as MIG_DISABLED,
+)
+from gpupool.k8s.gpu_configs import (
+    device_plugin_config as device_plugin_config,
+)
+from gpupool.k8s.gpu_configs import (
+    device_plugin_configs as device_plugin_configs,
+)
+from gpupool.k8s.gpu_configs import (
+    gpu_ranges as gpu_ranges,
+)
+from gpupool.k8s.gpu_configs import (
+    mig_config as mig_config,
+)
+from gpupool.k8s.gpu_configs import (
+    mig_config_name as mig_config_name,
+)
+from gpupool.k8s.gpu_configs import (
+    mig_configs as mig_configs,
+)
+from gpupool.k8s.gpu_configs import (
+    mps_config_key as mps_config_key,
+)
+from gpupool.k8s.gpu_configs import (
+    with_operator_presets as with_operator_presets,
+)
 from gpupool.k8s.naming import bounded, content_hash
+from gpupool.k8s.yaml_dump import dump_yaml as dump_yaml  # re-exported: every writer of gpupool's YAML
 from gpupool.model import platform as m
 from gpupool.model.owners import Subject, parse_owner
 
@@ -37,10 +63,6 @@ ANNOTATION_KEPT = "gpupool.dev/kept-mig-configs"
 # On the device-plugin ConfigMap: the old sharing config keys it keeps because nodes still carry them.
 ANNOTATION_KEPT_PLUGIN = "gpupool.dev/kept-device-plugin-configs"
 PLUGIN_CONFIGMAP = "gpupool-device-plugin-config"
-# The device-plugin config key of whole (unshared) GPUs. Shared pools use their pool name as key; pool names
-# are DNS labels, which never contain a ".", so no pool can ever take this key over.
-EXCLUSIVE_KEY = "exclusive.default"
-MIG_DISABLED = "all-disabled"
 # The GPU Operator restarts an operand when its env changes: gpupool sets a hash of the config it reads,
 # so editing a ConfigMap rolls the device plugin / GFD / MIG Manager (they do not watch ConfigMaps).
 HASH_ENV_PLUGIN = "GPUPOOL_DEVICE_PLUGIN_CONFIG_HASH"
@@ -121,220 +143,10 @@ class Plan:
         return out
 
 
-def dump_yaml(data: Any) -> str:
-    """Deterministic YAML: fixed key order as built, block style, no aliases, `|` blocks for embedded configs."""
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
-
-
-def _str_representer(dumper: _Dumper, text: str) -> yaml.ScalarNode:
-    style = "'" if reads_as_non_string(text) else "|" if "\n" in text else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
-
-
-# YAML 1.1 (PyYAML, Go's yaml.v2 behind kubectl) and 1.2 (yaml.v3, kyaml) words for booleans and null, and
-# what YAML 1.1 also resolves specially (merge key, value key).
-_NON_STRING_WORDS = {"", "~", "null", "true", "false", "yes", "no", "on", "off", "y", "n", "<<", "="}
-_SEXAGESIMAL = re.compile(r"^[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?$")  # YAML 1.1: 1:20, 190:20:30.15
-_TIMESTAMP = re.compile(r"^[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}")  # YAML 1.1 timestamps start so
-_HEX_PREFIX = re.compile(r"^[-+]?0[xX]")  # float.fromhex alone also takes "cafe"
-_DOT_SPECIAL = re.compile(r"^[-+]?\.(inf|nan)$", re.IGNORECASE)  # .inf, -.Inf, .NaN
-
-
-@functools.lru_cache(maxsize=1 << 16)  # the same label values and keys recur in every tenant's objects
-def reads_as_non_string(text: str) -> bool:
-    """Whether a YAML 1.1 or 1.2 reader could take TEXT, written plain, for a number, boolean or null.
-
-    PyYAML quotes only what its own YAML 1.1 resolver would misread: `0815` (no octal: 8) and `12e3` (no
-    dot) it writes plain, and Go's readers take both for floats (strconv.ParseFloat accepts them), so a
-    label value `0815` made `kubectl create` fail ("cannot unmarshal number ... of type string"). This is
-    deliberately wider than any one reader: quoting a string never changes what it reads as."""
-    if text.lower() in _NON_STRING_WORDS:
-        return True
-    bare = text.replace("_", "")  # YAML 1.1 numbers may hold underscores (1_000)
-    hex_float = lambda t: float.fromhex(t) if _HEX_PREFIX.match(t) else float("x")  # noqa: E731 (Go: 0x1p-2)
-    for parse in (float, lambda t: int(t, 0), hex_float):  # decimal/exponent/inf/nan; 0x/0o/0b; hex floats
-        try:
-            parse(bare)
-            return True
-        except ValueError:
-            pass
-    return bool(_SEXAGESIMAL.match(text) or _TIMESTAMP.match(text) or _DOT_SPECIAL.match(text))
-
-
-# libyaml's emitter is ~10x faster than PyYAML's own (rendering a 1,000-tenant stack is mostly this call).
-# PyYAML built without libyaml has no CSafeDumper; mypy checks against SafeDumper (same representer API).
-if TYPE_CHECKING:
-    _BaseDumper = yaml.SafeDumper
-else:
-    _BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-
-class _Dumper(_BaseDumper):
-    def ignore_aliases(self, data):
-        return True
-
-
-_Dumper.add_representer(str, _str_representer)
-
-
-# -- MIG Manager config (mig-parted v1) ----------------------------------------------------------
-
-
-def _layout_text(layout: dict[str, int]) -> str:
-    return "-".join(f"{p}x{c}" for p, c in sorted(layout.items()))
-
-
-def mig_config_name(pool: m.NodePool) -> str:
-    """A readable, stable mig-parted config name for the pool's layout, unique per layout by construction.
-
-    It is a node label value (at most 63 characters, [A-Za-z0-9._-]). One layout on every GPU reads as
-    `<model>-<preset or layout>`, which no other layout can spell. Anything else (per-GPU layouts, profiles
-    with characters a label cannot hold, long names) gets an 8-hex content hash of the config as suffix, so
-    two layouts can never share a name (and one of them silently configure the other's nodes)."""
-    model = pool.gpu_model.lower()
-    groups = pool.sharing.mig
-    if len(groups) == 1 and len(groups[0].gpus) == pool.gpus_per_node:
-        body = groups[0].preset or _layout_text(dict(groups[0].layout))
-        plain = f"{model}-{body}"
-        if _LABEL_VALUE.match(plain) and len(plain) <= 63:
-            return plain
-    else:
-        body = ".".join(f"{gpu_ranges(g.gpus)}_{g.preset or _layout_text(dict(g.layout))}" for g in groups)
-    digest = content_hash(dump_yaml(_mig_entries(pool)))[:8]
-    readable = re.sub(r"[^A-Za-z0-9._-]", "-", f"{model}-{body}")[: 63 - len(digest) - 1].rstrip("-._")
-    return f"{readable}-{digest}"
-
-
-_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-
-
 def node_patch_name(pool: m.NodePool, node: str) -> str:
     """`pool-<pool>.<node>`: pool names are DNS labels (no "."), so the first "." separates the two and no
     other pool/node pair spells the same name (pool-a-b + c and pool-a + b-c did collide)."""
     return bounded(f"pool-{pool.name}.{node}")
-
-
-def gpu_ranges(indices: Iterable[int]) -> str:
-    """[0, 1, 2, 5] -> "0-2+5": compact, and valid inside a label value."""
-    items = sorted(indices)
-    out: list[str] = []
-    start: int | None = None
-    prev = 0  # read only once start is set
-    for i in items:
-        if start is None:
-            start = prev = i
-        elif i == prev + 1:
-            prev = i
-        else:
-            out.append(f"{start}-{prev}" if start != prev else str(start))
-            start = prev = i
-    if start is not None:
-        out.append(f"{start}-{prev}" if start != prev else str(start))
-    return "+".join(out)
-
-
-def _mig_entries(pool: m.NodePool) -> list[dict[str, Any]]:
-    entries = []
-    for group in pool.sharing.mig:
-        devices: Any = "all" if len(group.gpus) == pool.gpus_per_node else list(group.gpus)
-        entries.append({"devices": devices, "mig-enabled": True, "mig-devices": dict(sorted(group.layout.items()))})
-    rest = m.whole_gpu_indices(pool.gpus_per_node, pool.sharing.mig)
-    if rest:
-        entries.append({"devices": rest, "mig-enabled": False})
-    return entries
-
-
-def mig_config(spec: m.Spec) -> tuple[str, dict[str, str]]:
-    """(config.yaml text, pool -> config name). Always has all-disabled; one config per distinct layout; then
-    the GPU Operator's presets, so a node labelled with one outside gpupool keeps working (operator_presets)."""
-    configs, by_pool = mig_configs(spec)
-    return dump_yaml({"version": "v1", "mig-configs": configs}), by_pool
-
-
-def mig_configs(spec: m.Spec) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
-    """(config name -> its mig-parted entries, pool -> config name): what config.yaml holds, as data."""
-    configs: dict[str, Any] = {MIG_DISABLED: [{"devices": "all", "mig-enabled": False}]}
-    by_pool: dict[str, str] = {}
-    for pool in spec.pools:
-        if pool.sharing.mig:
-            name = mig_config_name(pool)
-            configs.setdefault(name, _mig_entries(pool))
-            by_pool[pool.name] = name
-        elif pool.mig_capable:
-            by_pool[pool.name] = MIG_DISABLED
-    return with_operator_presets(configs), by_pool
-
-
-def with_operator_presets(configs: dict[str, Any]) -> dict[str, Any]:
-    """CONFIGS followed by every operator preset. gpupool's names start with the GPU model (mig_config_name),
-    and no model is named `all`, so only all-disabled is shared, with the preset's content; a name that ever
-    meant something else would configure a preset's nodes wrongly, so that is a build error."""
-    out = dict(configs)
-    for name, entries in operator_presets.presets().items():
-        if name in out and out[name] != entries:
-            raise ValueError(f"mig-parted config {name!r} differs from the GPU Operator preset of that name")
-        out.setdefault(name, copy.deepcopy(entries))  # the cached presets stay untouched
-    return out
-
-
-# -- Device plugin config -----------------------------------------------------------------------
-
-
-def _plugin_config(spec: m.Spec, pool: m.NodePool | None) -> dict[str, Any]:
-    doc: dict[str, Any] = {"version": "v1", "flags": {"migStrategy": spec.cluster.mig_strategy}}
-    if pool is None:
-        return doc
-    sharing = pool.sharing
-    resources = [{"name": name, "replicas": sharing.replicas} for name in pool.physical_resources_per_node()]
-    if sharing.time_slicing:
-        ts = sharing.time_slicing
-        doc["sharing"] = {
-            "timeSlicing": {
-                "renameByDefault": ts.rename,
-                "failRequestsGreaterThanOne": ts.fail_requests_greater_than_one,
-                "resources": resources,
-            }
-        }
-    elif sharing.mps:
-        doc["sharing"] = {"mps": {"renameByDefault": sharing.mps.rename, "resources": resources}}
-    return doc
-
-
-def device_plugin_config(spec: m.Spec) -> tuple[dict[str, str], dict[str, str]]:
-    """(ConfigMap data, pool -> key). One key per shared pool, plus the default key for exclusive GPUs."""
-    docs, by_pool = device_plugin_configs(spec)
-    return {key: dump_yaml(doc) for key, doc in docs.items()}, by_pool
-
-
-def device_plugin_configs(spec: m.Spec) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-    """(ConfigMap key -> its device-plugin config, pool -> key), the configs as data, keys sorted."""
-    docs = {EXCLUSIVE_KEY: _plugin_config(spec, None)}
-    by_pool: dict[str, str] = {}
-    for pool in spec.pools:
-        if pool.sharing.software_shared:
-            doc = _plugin_config(spec, pool)
-            key = mps_config_key(pool, dump_yaml(doc)) if pool.sharing.mps else pool.name
-            docs[key] = doc
-            by_pool[pool.name] = key
-        else:
-            by_pool[pool.name] = EXCLUSIVE_KEY
-    return dict(sorted(docs.items())), by_pool
-
-
-def mps_config_key(pool: m.NodePool, text: str) -> str:
-    """`<pool>.<hash>`: an MPS pool's key changes with its config, so an edit relabels its nodes.
-
-    The MPS control daemon reads its config once per start and restarts only on SIGHUP
-    (k8s-device-plugin v0.20.0 cmd/mps-control-daemon/main.go, lines 108-162), and the operator neither gives
-    it the device plugin's env, where gpupool's config hash goes, nor watches the ConfigMap (gpu-operator
-    v26.7.0 controllers/object_controls.go, TransformMPSControlDaemon, lines 1632-1703). What does reach it is
-    its config-manager sidecar, which acts on a *change of the node label's value* only (cmd/config-manager/
-    main.go, lines 270-279), then points the config at the new key and sends the daemon SIGHUP (lines 296-333;
-    SIGNAL=1 and PROCESS_TO_SIGNAL=/usr/bin/mps-control-daemon in assets/state-mps-control-daemon/
-    0400_daemonset.yaml). Pool names are DNS labels (no "."), so the "." separates the two and no other pool's
-    key can be spelled; the hash covers the pool's name too, and a long name is cut to keep a label value."""
-    digest = content_hash(f"{pool.name}\n{text}")[:8]
-    return f"{pool.name[: 63 - len(digest) - 1].rstrip('-')}.{digest}"
 
 
 # -- GPU Operator -------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ def _plugin_by_pool(built: manifests.Plan | None) -> tuple[dict[str, dict[str, A
 
 
 def _plugin_summary(doc: Mapping[str, Any] | None) -> tuple[str | None, int | None]:
-    """(sharing, replicas) of one device-plugin config (manifests._plugin_config builds it)."""
+    """(sharing, replicas) of one device-plugin config (gpupool.k8s.gpu_configs._plugin_config builds it)."""
     if doc is None:
         return None, None
     sharing = doc.get("sharing") or {}

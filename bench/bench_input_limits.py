@@ -126,7 +126,7 @@ def main() -> None:
     ap.add_argument("--markdown", action="store_true", help="also print the summary as a markdown table")
     args = ap.parse_args()
     memory = int(args.memory_gb * (1 << 30))
-    from gpupool.spec.loader import MAX_FILE_BYTES, MAX_RUN_BYTES, size_text
+    from gpupool.spec.input_limits import MAX_FILE_BYTES, MAX_RUN_BYTES, size_text
 
     print(f"caps: --max-file-size {size_text(MAX_FILE_BYTES)}, --max-input-size {size_text(MAX_RUN_BYTES)}")
     print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpupool.cli.main import main
-from gpupool.spec import loader
+from gpupool.spec import input_limits, loader
 from tests.test_diff import stack
 from tests.test_diff_gitspec import _commit, _git
 
@@ -117,11 +117,11 @@ def test_the_value_budget_is_shared_by_every_file_of_a_run(dev, monkeypatch, cap
     bomb += "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n"  # ~1,100 values
     for i in range(5):
         (tenants / f"bomb-{i}.yaml").write_text(f"name: bomb-{i}\n" + bomb)
-    monkeypatch.setattr(loader, "LIMITS", loader.Limits(values=4000))
+    monkeypatch.setattr(input_limits, "LIMITS", input_limits.Limits(values=4000))
     report = loader.load_spec("stacks/dev/spec.yaml").report
     refused = [d for d in report.sorted() if d.rule == "GP006"]
     assert refused and "in all" in refused[0].message
-    monkeypatch.setattr(loader, "LIMITS", loader.Limits(values=100_000))
+    monkeypatch.setattr(input_limits, "LIMITS", input_limits.Limits(values=100_000))
     assert not [d for d in loader.load_spec("stacks/dev/spec.yaml").report.sorted() if d.rule == "GP006"]
 
 
@@ -195,7 +195,7 @@ def test_the_default_caps_are_what_every_command_handles_in_60_s(dev, capsys):
     """The default run cap is set by the slowest command, render (docs/cli.md, "Input limits": 39 s for 512 KiB
     of tenant files, 124 s for 1 MiB on 2 loaded cores); 32 MiB let through what no command handled in 60 s.
     A 600 KB stack is refused by default, located, and read when the flags raise the caps."""
-    from gpupool.spec.loader import MAX_FILE_BYTES, MAX_RUN_BYTES
+    from gpupool.spec.input_limits import MAX_FILE_BYTES, MAX_RUN_BYTES
 
     assert MAX_RUN_BYTES == MAX_FILE_BYTES == 512 << 10
     tenants = dev / "stacks/dev/tenants"
@@ -214,13 +214,12 @@ def test_the_default_caps_are_what_every_command_handles_in_60_s(dev, capsys):
 
 def test_the_caps_can_be_raised_from_the_environment(dev, monkeypatch, capsys):
     """The Pulumi program has no command line: $GPUPOOL_MAX_INPUT_SIZE / $GPUPOOL_MAX_FILE_SIZE set the caps
-    for it (limits_from_env, what loader.LIMITS starts as) and are the CLI flags' defaults; a malformed value
+    for it (limits_from_env, what input_limits.LIMITS starts as) and are the CLI flags' defaults; a malformed value
     keeps the default rather than lifting the cap; a flag still wins."""
-    from gpupool.spec import loader
 
     env = {"GPUPOOL_MAX_INPUT_SIZE": "2Mi", "GPUPOOL_MAX_FILE_SIZE": "1Mi"}
-    assert loader.limits_from_env(env) == loader.Limits(1 << 20, 2 << 20)
-    assert loader.limits_from_env({"GPUPOOL_MAX_INPUT_SIZE": "lots"}) == loader.Limits()
+    assert input_limits.limits_from_env(env) == input_limits.Limits(1 << 20, 2 << 20)
+    assert input_limits.limits_from_env({"GPUPOOL_MAX_INPUT_SIZE": "lots"}) == input_limits.Limits()
     tenants = dev / "stacks/dev/tenants"
     (tenants / "notebooks.yaml").write_text((tenants / "notebooks.yaml").read_text() + "# " + "x" * 600_000 + "\n")
     assert main(["validate", "stacks/dev/spec.yaml"]) == 1

@@ -27,7 +27,6 @@ LONG_FUNCTIONS = {
 }
 LONG_MODULES = {
     "gpupool/deploy/stacks.py": 726,
-    "gpupool/spec/loader.py": 851,
 }
 
 

@@ -10,7 +10,7 @@ loader's own containment check: an absolute entry or one with `..` names nothing
 the targets of symlinks among them; they are written byte for byte (a bad encoding is then reported by the
 loader, located, like in a working tree). Every other tracked file under the stack's directory and those
 paths is written empty (the loader only lists such names, GP911). A blob beyond the input caps
-(gpupool.spec.loader.LIMITS, read from `git ls-tree -l` before any content) is written as a sparse file of
+(gpupool.spec.input_limits.LIMITS, read from `git ls-tree -l` before any content) is written as a sparse file of
 its size and never read, so the loader refuses it as it would in the working tree. Symlinks are recreated as
 symlinks, never resolved here: one whose target stays inside the repository keeps its relative target (and
 that target is materialised too); one that leaves the repository points at the same absolute path it
@@ -78,7 +78,7 @@ def _load(text: str) -> dict:
 
 def _tenant_paths(text: str, spec_rel: str) -> list[str]:
     """Repository-relative static prefixes of the spec's tenantFiles entries the loader would read."""
-    from gpupool.spec.loader import escapes
+    from gpupool.spec.tenant_paths import escapes
 
     data = _load(text)
     given = data.get("tenantFiles")
@@ -256,7 +256,7 @@ def _is_yaml(path: str) -> bool:
 
 def _within_limits(blobs: list[tuple[str, str]], sizes: dict[str, int]) -> tuple[list[tuple[str, str]], set[str]]:
     """(the blobs to read, the paths too large to read) under the loader's caps, in path order."""
-    from gpupool.spec.loader import LIMITS
+    from gpupool.spec.input_limits import LIMITS
 
     left = LIMITS.run_bytes
     read, oversized = [], set()

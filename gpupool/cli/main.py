@@ -68,7 +68,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def _size(text: str) -> int:
     """A byte count: 512Ki, 64Mi, 500M, 2Gi or plain bytes."""
-    from gpupool.spec.loader import parse_size
+    from gpupool.spec.input_limits import parse_size
 
     try:
         return parse_size(text)
@@ -79,12 +79,12 @@ def _size(text: str) -> int:
 def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
     """The options every command takes, before or after the command name (`gpupool validate --color never`).
     On the commands their default is SUPPRESS, so that one given before the command is kept."""
-    from gpupool.spec import loader
+    from gpupool.spec import input_limits as limits
 
     def default(value):
         return value if defaults else argparse.SUPPRESS
 
-    env = loader.limits_from_env()  # not loader.LIMITS: a previous main() in this process set that
+    env = limits.limits_from_env()  # not limits.LIMITS: a previous main() in this process set that
 
     group = parser.add_argument_group("global options") if not defaults else parser
     group.add_argument(
@@ -99,7 +99,7 @@ def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
         type=_size,
         default=default(env.file_bytes),
         metavar="SIZE",
-        help=f"read no spec or tenant file larger than this (default {loader.size_text(loader.MAX_FILE_BYTES)}, "
+        help=f"read no spec or tenant file larger than this (default {limits.size_text(limits.MAX_FILE_BYTES)}, "
         "or $GPUPOOL_MAX_FILE_SIZE)",
     )
     group.add_argument(
@@ -107,7 +107,7 @@ def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
         type=_size,
         default=default(env.run_bytes),
         metavar="SIZE",
-        help=f"read no more than this in all the files of one spec (default {loader.size_text(loader.MAX_RUN_BYTES)}, "
+        help=f"read no more than this in all the files of one spec (default {limits.size_text(limits.MAX_RUN_BYTES)}, "
         "or $GPUPOOL_MAX_INPUT_SIZE)",
     )
 
@@ -141,9 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     console.setup(args.color)
     console.colour_stderr()
-    from gpupool.spec import loader
+    from gpupool.spec import input_limits
 
-    loader.LIMITS = loader.Limits(args.max_file_size, args.max_input_size)
+    input_limits.LIMITS = input_limits.Limits(args.max_file_size, args.max_input_size)
     args.command_path = _command_path(parser, sys.argv[1:] if argv is None else argv)
     try:
         return int(args.func(args) or 0)

@@ -128,7 +128,7 @@ def tenant_dir(spec_file: Path, entries: object) -> Path | None:
     the first glob entry that a NAME.yaml file would match."""
     import fnmatch
 
-    from gpupool.spec.loader import escapes
+    from gpupool.spec.tenant_paths import escapes
 
     if not isinstance(entries, list):
         return None

@@ -25,7 +25,7 @@ WINDOWS = ("today", "yesterday", "week", "lastweek", "month", "lastmonth")
 def register(sub) -> None:
     from gpupool.cli.common import add_output_format, add_spec_argument
     from gpupool.monitoring import prometheus as prom
-    from gpupool.spec.loader import size_text
+    from gpupool.spec.input_limits import size_text
 
     p = sub.add_parser(
         "usage",
@@ -127,7 +127,7 @@ def _add_range_flags(p) -> None:
 def _size(text: str) -> int:
     import argparse
 
-    from gpupool.spec.loader import parse_size
+    from gpupool.spec.input_limits import parse_size
 
     try:
         n = parse_size(text)

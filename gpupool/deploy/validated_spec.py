@@ -128,7 +128,7 @@ def inputs_digest(spec_path: Path, entries: list[str], spec: m.Spec) -> str | No
     files as the loader finds them (names, and bytes of the ones it reads) and a local chart's files; None when
     something cannot be read or now leads out of the stack directory (the loader would refuse it: validate)."""
     from gpupool.deploy.stack_inputs import tree_digest
-    from gpupool.spec.loader import tenant_files
+    from gpupool.spec.tenant_paths import tenant_files
 
     base = spec_path.parent
     root = os.path.join(str(base.resolve()), "")

@@ -10,14 +10,8 @@ from fractions import Fraction
 
 from gpupool.rules.registry import Context, declare, rule
 from gpupool.spec.bounds import BOUNDS, KUBERNETES_QUANTITY
-from gpupool.spec.loader import (
-    MAX_DEPTH,
-    MAX_FILE_BYTES,
-    MAX_RUN_BYTES,
-    R_INEXACT,
-    R_TOO_BIG,
-    R_TOO_DEEP,
-)
+from gpupool.spec.input_limits import MAX_FILE_BYTES, MAX_RUN_BYTES
+from gpupool.spec.loader import MAX_DEPTH, R_INEXACT, R_TOO_BIG, R_TOO_DEEP
 from gpupool.spec.quantity import BINARY_SUFFIXES, parse_quantity
 
 INEXACT = declare(

@@ -11,18 +11,18 @@ from __future__ import annotations
 import math
 import os
 import re
-import stat
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gpupool.spec import input_limits
 from gpupool.spec.bounds import PULUMI_EXACT_INTEGER
 from gpupool.spec.diagnostics import ERROR, WARNING, Location, Report
 from gpupool.spec.paths import render_path, shown_key
+from gpupool.spec.tenant_paths import _inside, _is_yaml, escapes, tenant_files
 
 # The C parser is ~10x faster; fall back for platforms without libyaml.
 _Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -30,7 +30,6 @@ _Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 Path_ = tuple  # a path inside the spec: ("tenants", 3, "gpus", "nvidia.com/gpu")
 
 TENANT_INCLUDE_KEY = "tenantFiles"
-YAML_SUFFIXES = (".yaml", ".yml")  # compared case-insensitively: team.YAML is a tenant file too
 
 STDIN = "-"  # the spec path that means "read the spec from standard input"
 STDIN_LABEL = "<stdin>"
@@ -67,91 +66,11 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 # Helm values are passed to the chart as written; everywhere else a whole-number float (8.0) means the integer.
 _VERBATIM = ("cluster", "gpuOperator", "values")
 _SAFE_TAG = re.compile(r"^[!A-Za-z0-9:/._,%-]{1,64}$")
-# Aliases can make a small file expand into a huge tree ("billion laughs"); no real spec comes near this. The
-# budget is shared by every file of a run: 80 small alias bombs in one pull request cost what one does.
-MAX_VALUES = 2_000_000
-# Input caps, raised with --max-file-size / --max-input-size. A spec of 1,000 tenants and 100 pools is about
-# 350 KB (bench/bench_validate.py). The run cap is what the slowest command handles within 60 s on 2 loaded
-# cores: render took 39 s for 512 KiB of tenant files and 124 s for 1 MiB (load 13-17, bench/
-# bench_input_limits.py; docs/cli.md has the table). Loading costs ~60-300 bytes of memory per input byte.
-MAX_FILE_BYTES = 512 << 10
-MAX_RUN_BYTES = 512 << 10
-
-
-def size_text(n: int) -> str:
-    """A byte count as the size flags spell it: 512Ki, 4Mi."""
-    for unit, shift in (("Gi", 30), ("Mi", 20), ("Ki", 10)):
-        if n >= 1 << shift and n % (1 << shift) == 0:
-            return f"{n >> shift}{unit}"
-    return f"{n:,} bytes"
-
-
 R_TOO_BIG = "GP022"  # a file, or a run's files together, above the input caps
 R_TOO_DEEP = "GP023"  # values nested deeper than MAX_DEPTH
 # Nesting depth (counted from the spec's root; a tenant file starts at 2). Real specs and chart values stay
 # within about 12; render and the YAML emitter recurse per level, so 400 levels that validated crashed render.
 MAX_DEPTH = 64
-
-
-@dataclass
-class Limits:
-    """What one run (one load_spec) may read: bytes per file, bytes in all, values in all."""
-
-    file_bytes: int = MAX_FILE_BYTES
-    run_bytes: int = MAX_RUN_BYTES
-    values: int = MAX_VALUES
-
-
-_SIZE_UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
-SIZE_ENV = {"file_bytes": "GPUPOOL_MAX_FILE_SIZE", "run_bytes": "GPUPOOL_MAX_INPUT_SIZE"}
-
-
-def parse_size(text: str) -> int:
-    """A byte count: 512Ki, 64Mi, 500M, 2Gi or plain bytes; ValueError for anything else."""
-    number = text.strip().rstrip("kKMGi")
-    unit = text.strip()[len(number) :]
-    if not number.isdigit() or not number.isascii() or unit not in _SIZE_UNITS or len(number) > 15:
-        raise ValueError("give a size in bytes, such as 512Ki, 64Mi, 500M or 2Gi")
-    return int(number) * _SIZE_UNITS[unit]
-
-
-def limits_from_env(environ: Mapping[str, str] | None = None) -> Limits:
-    """The default caps, raised (or lowered) by $GPUPOOL_MAX_FILE_SIZE / $GPUPOOL_MAX_INPUT_SIZE: the Pulumi
-    program has no command line, so a platform larger than the defaults sets them in its environment. A
-    malformed value is ignored (the default holds) rather than lifting the cap."""
-    environ = os.environ if environ is None else environ
-    sizes = {}
-    for field_name, var in SIZE_ENV.items():
-        try:
-            sizes[field_name] = parse_size(environ[var])
-        except (KeyError, ValueError):
-            continue
-    return Limits(**sizes)
-
-
-LIMITS = limits_from_env()  # the process's limits; the CLI sets them from its flags (their defaults: these)
-
-
-@dataclass
-class _Budget:
-    """What is left of a run's limits."""
-
-    limits: Limits
-    bytes_left: int = 0
-    values_left: int = 0
-
-    @classmethod
-    def start(cls, limits: Limits | None = None) -> _Budget:
-        limits = limits or LIMITS
-        return cls(limits, limits.run_bytes, limits.values)
-
-
-class _TooLarge(Exception):
-    pass
-
-
-class _Refused(Exception):
-    """A file that is not read at all (a device, too large): the message says why."""
 
 
 # Where a value starts: (file label, the parser's mark). A Location is made only when one is asked for:
@@ -220,12 +139,12 @@ def _loc(file: str, mark) -> Location:
 class _Builder:
     """Turns a composed node tree into plain data, recording locations as it goes."""
 
-    def __init__(self, file: str, source: SourceMap, report: Report, budget: _Budget | None = None):
+    def __init__(self, file: str, source: SourceMap, report: Report, budget: input_limits.Budget | None = None):
         self.file = file
         self.source = source
         self.report = report
         self.constructor = yaml.SafeLoader("")  # only its scalar constructors are used
-        self.budget = budget or _Budget.start()
+        self.budget = budget or input_limits.Budget.start()
         self.too_deep = False  # reported once per file
         self.open: set[int] = set()  # collection nodes being built: an alias to one of them is a cycle
 
@@ -237,7 +156,7 @@ class _Builder:
     def build(self, node, path: Path_) -> Any:
         self.budget.values_left -= 1
         if self.budget.values_left < 0:
-            raise _TooLarge
+            raise input_limits.TooLarge
         self.source.values[path] = (self.file, node.start_mark)
         if len(path) > MAX_DEPTH:
             if not self.too_deep:
@@ -467,63 +386,6 @@ def _empty_document(node) -> bool:
     )
 
 
-def _read_regular(path: Path, budget: _Budget) -> bytes:
-    """The bytes of PATH, read only when it is a regular file within the limits (never a FIFO or a device:
-    /dev/zero would be read until memory runs out). O_NONBLOCK: opening a FIFO must not hang."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(path)
-        if not stat.S_ISREG(st.st_mode):
-            raise _Refused("is not a regular file (a FIFO, a device or a socket); give a YAML file")
-        return _read_capped(fd, st.st_size, budget)
-    finally:
-        os.close(fd)
-
-
-def _read_capped(fd: int, size: int, budget: _Budget) -> bytes:
-    limit = min(budget.limits.file_bytes, budget.bytes_left)
-    if size > limit:
-        raise _Refused(_too_big(budget))
-    chunks: list[bytes] = []
-    total = 0
-    while chunk := os.read(fd, min(1 << 20, limit + 1 - total)):  # a file may grow while it is read
-        total += len(chunk)
-        if total > limit:
-            raise _Refused(_too_big(budget))
-        chunks.append(chunk)
-    budget.bytes_left -= total
-    return b"".join(chunks)
-
-
-def _too_big(budget: _Budget) -> str:
-    file_cap, run_cap = budget.limits.file_bytes, budget.limits.run_bytes
-    if budget.bytes_left < file_cap:
-        return (
-            f"not read: the files of this run would exceed {run_cap:,} bytes in all (raise the cap with "
-            "--max-input-size if the spec really is this large)"
-        )
-    return f"not read: larger than {file_cap:,} bytes (raise the cap with --max-file-size if it really is this large)"
-
-
-def read_stdin(stream, budget: _Budget | None = None) -> bytes:
-    """Standard input, within the limits; a device (< /dev/zero) is refused, a pipe or a file is read."""
-    budget = budget or _Budget.start()
-    try:
-        fd = stream.fileno()
-    except (AttributeError, OSError, ValueError):  # a stream without a descriptor (tests): bounded reading
-        data = stream.read(min(budget.limits.file_bytes, budget.bytes_left) + 1)
-        if len(data) > min(budget.limits.file_bytes, budget.bytes_left):
-            raise _Refused(_too_big(budget)) from None
-        budget.bytes_left -= len(data)
-        return data
-    st = os.fstat(fd)
-    if (stat.S_ISCHR(st.st_mode) and not os.isatty(fd)) or stat.S_ISBLK(st.st_mode):
-        raise _Refused("standard input is a device, not a spec; pipe or redirect a YAML file into it")
-    return _read_capped(fd, st.st_size if stat.S_ISREG(st.st_mode) else 0, budget)
-
-
 def load_yaml_file(
     path: Path,
     file_label: str,
@@ -531,7 +393,7 @@ def load_yaml_file(
     report: Report,
     base_path: Path_ = (),
     raw: bytes | None = None,
-    budget: _Budget | None = None,
+    budget: input_limits.Budget | None = None,
 ) -> tuple[bool, Any]:
     """Parse one YAML file (or RAW, its bytes already read). Returns (ok, data); problems go to report.
 
@@ -540,11 +402,11 @@ def load_yaml_file(
     Messages never repeat the file's content: tenant files are untrusted input and errors end up in CI logs.
     """
     start = Location(file_label, 1, 1)
-    budget = budget or _Budget.start()
+    budget = budget or input_limits.Budget.start()
     try:
-        data = _read_regular(path, budget) if raw is None else raw
+        data = input_limits.read_regular(path, budget) if raw is None else raw
         text = data.decode("utf-8")
-    except _Refused as exc:
+    except input_limits.Refused as exc:
         report.add(ERROR, start, "", str(exc), rule=R_TOO_BIG)
         return False, None
     except FileNotFoundError:
@@ -626,7 +488,7 @@ def load_yaml_file(
     builder = _Builder(file_label, source, report, budget)
     try:
         return True, builder.build(node, base_path)
-    except _TooLarge:
+    except input_limits.TooLarge:
         report.add(
             ERROR,
             start,
@@ -659,12 +521,12 @@ def load_spec(spec_path: str | Path, *, cwd: Path | None = None, stdin=None) -> 
     raw = None
     source = SourceMap()
     report = Report()
-    budget = _Budget.start()
+    budget = input_limits.Budget.start()
     if str(spec_path) == STDIN:
         spec_path, label = cwd / STDIN_LABEL, STDIN_LABEL  # its parent, the spec directory, is cwd
         try:
-            raw = read_stdin(stdin if stdin is not None else sys.stdin.buffer, budget)
-        except _Refused as exc:
+            raw = input_limits.read_stdin(stdin if stdin is not None else sys.stdin.buffer, budget)
+        except input_limits.Refused as exc:
             report.add(ERROR, Location(label, 1, 1), "", str(exc), rule=R_TOO_BIG)
             return LoadedSpec(label, None, source, report, spec_path)
     else:
@@ -678,79 +540,8 @@ def load_spec(spec_path: str | Path, *, cwd: Path | None = None, stdin=None) -> 
     return LoadedSpec(label, data, source, report, spec_path)
 
 
-def _is_yaml(path: Path) -> bool:
-    return path.suffix.lower() in YAML_SUFFIXES
-
-
-def _inside(path: Path, root: Path) -> bool:
-    """True when path, with every symlink resolved, is root or below it."""
-    try:
-        return path.resolve().is_relative_to(root)
-    except (OSError, RuntimeError):  # a symlink loop
-        return False
-
-
-def escapes(entry: str) -> str | None:
-    """Why an entry may point outside the stack directory by its spelling alone, or None."""
-    if Path(entry).is_absolute() or entry.startswith("~"):
-        return (
-            "is an absolute path; tenant files must live inside the stack directory, so give a path "
-            "relative to the spec, such as tenants/"
-        )
-    if ".." in Path(entry).parts:
-        return (
-            'climbs out of the stack directory with ".."; tenant files must live inside it, so give a path '
-            "below the spec's directory, such as tenants/"
-        )
-    return None
-
-
-Found = tuple[Path, Path, Path]  # a tenant file: the path as found, resolved, and as named (links unresolved)
-
-
-def tenant_files(entry: str, base: Path) -> tuple[list[Found], list[Path]] | str | None:
-    """(files, skipped) an entry names; None when it names nothing, or a message when the entry cannot be
-    used.
-
-    A directory contributes its *.yaml/*.yml files (any case); what else it holds is returned as skipped,
-    so that the caller can say so (a tenant file nobody reads is a quota that silently vanished)."""
-    if "\0" in entry:
-        return "contains a NUL character; give a path such as tenants/"
-    target = base / entry
-    try:
-        if target.is_dir():
-            return _directory_files(target)
-        if any(ch in entry for ch in "*?["):
-            return sorted((p, p.resolve(), p.parent.resolve() / p.name) for p in base.glob(entry) if p.is_file()), []
-        if target.is_file():
-            return [(target, target.resolve(), target.parent.resolve() / target.name)], []
-    except ValueError as exc:  # e.g. "'**' can only be an entire path component"
-        return f"is not a usable glob ({exc}); use a pattern such as tenants/*.yaml or tenants/**/*.yaml"
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror}); give a readable directory, glob or file"
-    return None
-
-
-def _directory_files(directory: Path) -> tuple[list[Found], list[Path]]:
-    """The YAML files of a directory, and what else it holds (hidden entries aside). The directory is
-    resolved once; a plain file in it is then resolved by its name alone (only symlinks need the file system
-    again): with 1,000 tenant files, resolving each path cost more than parsing it."""
-    resolved_dir = directory.resolve()
-    files, skipped = [], []
-    with os.scandir(directory) as it:
-        for e in it:
-            if e.name.startswith("."):
-                continue  # .gitkeep, editor swap files: never tenant files
-            if os.path.splitext(e.name)[1].lower() in YAML_SUFFIXES and e.is_file():
-                named = resolved_dir / e.name
-                files.append((directory / e.name, (directory / e.name).resolve() if e.is_symlink() else named, named))
-            else:
-                skipped.append(directory / e.name)
-    return sorted(files), sorted(skipped)
-
-
 def _include_tenants(
-    data: dict, spec_path: Path, cwd: Path, source: SourceMap, report: Report, budget: _Budget
+    data: dict, spec_path: Path, cwd: Path, source: SourceMap, report: Report, budget: input_limits.Budget
 ) -> None:
     entries = data.get(TENANT_INCLUDE_KEY)
     if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):

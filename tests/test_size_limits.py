@@ -26,7 +26,6 @@ LONG_FUNCTIONS = {
     "gpupool/model/build.py::_Builder.pool": 92,
 }
 LONG_MODULES = {
-    "gpupool/deploy/stacks.py": 726,
 }
 
 

@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
-import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -44,6 +42,12 @@ from gpupool.analysis import shard_moves
 from gpupool.deploy import pulumi_messages as msg
 from gpupool.deploy import recovery, run_config, stack_inputs, unchanged, validated_spec
 from gpupool.deploy.lean_stack import LeanStack
+from gpupool.deploy.outcomes import Outcome as Outcome  # re-exported with summary and as_json, for the CLI
+from gpupool.deploy.outcomes import as_json as as_json
+from gpupool.deploy.outcomes import summary as summary
+from gpupool.deploy.workspace import SetupError as SetupError  # re-exported: the CLI exits 2 on it
+from gpupool.deploy.workspace import project_env as project_env
+from gpupool.deploy.workspace import workspace as project_workspace
 from gpupool.k8s.mig_in_use import CONVERGENCE_ENV
 from gpupool.k8s.rollout import REFRESH_EXCLUDE
 from gpupool.model import sharding
@@ -67,27 +71,6 @@ class StackError(Exception):
     """A stack operation failed; the message says which stack and why (exit status 1)."""
 
 
-class SetupError(Exception):
-    """The project cannot be run at all (no Pulumi.yaml, no virtualenv, no backend, no pulumi CLI): exit
-    status 2."""
-
-
-@dataclass
-class Outcome:
-    stack: str
-    op: str
-    result: str  # succeeded, failed, skipped
-    changes: dict[str, int] = field(default_factory=dict)
-    note: str = ""
-
-    def line(self) -> str:
-        if self.result in ("failed", "skipped"):
-            return f"{self.stack}: {self.op} {self.result} ({self.note})"
-        counts = ", ".join(f"{n} {k}" for k, n in sorted(self.changes.items()) if k != "same" and n)
-        detail = "; ".join(x for x in (counts or "no changes", self.note) if x)
-        return f"{self.stack}: {self.op} {self.result} ({detail})"
-
-
 @dataclass
 class Settings:
     project_dir: Path
@@ -102,24 +85,6 @@ class Settings:
     all_stacks: bool = False
     log: Callable[[str], None] = lambda msg: print(f"[gpupool stacks] {msg}", file=sys.stderr)
     output: Callable[[str], None] = lambda text: print(text, end="" if text.endswith("\n") else "\n")
-
-
-def project_env(project_dir: Path) -> dict[str, str]:
-    """The program's virtualenv (Pulumi.yaml runtime.options.virtualenv) first on PATH: an older language
-    host ignores the option and runs whatever python comes first (toolchain/README.md)."""
-    project_file = project_dir / "Pulumi.yaml"
-    if not project_file.is_file():
-        raise SetupError(f"{project_dir}: no Pulumi.yaml (run gpupool stacks in the project directory)")
-    project = yaml.safe_load(project_file.read_text(encoding="utf-8")) or {}
-    runtime = project.get("runtime")
-    options = runtime.get("options", {}) if isinstance(runtime, dict) else {}
-    venv = project_dir / (options.get("virtualenv") or ".venv")
-    if not (venv / "bin" / "python").exists():
-        raise SetupError(
-            f"Pulumi.yaml's virtualenv {venv} has no bin/python: `pulumi install` (or python -m venv {venv.name} "
-            f"&& {venv.name}/bin/pip install -r requirements.txt)"
-        )
-    return {"VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
 class Platform:
@@ -137,7 +102,7 @@ class Platform:
         # The workspace keeps this very dict and passes it to every pulumi command: a release pass adds its
         # variable for the duration of its run (run_one).
         self.env: dict[str, str] = {**project_env(settings.project_dir), "PULUMI_BACKEND_URL": settings.backend_url}
-        self.workspace = workspace or _workspace(settings.project_dir, self.env, command)
+        self.workspace = workspace or project_workspace(settings.project_dir, self.env, command)
         self.outcomes: list[Outcome] = []
         self._previews: list[str] = []  # the preview texts so far, for --preview-out
         self._platform_config: dict[str, auto.ConfigValue] | None = None  # read once a run (shard_config)
@@ -679,30 +644,6 @@ class Platform:
         return f"{where}; stacks there: {there or '(none)'}; nothing was created or destroyed"
 
 
-def _workspace(project_dir: Path, env: dict[str, str], command: auto.PulumiCommand | None) -> auto.LocalWorkspace:
-    """The project's workspace. Without COMMAND the Automation API runs `pulumi version` from PATH here
-    (pulumi/automation/_cmd.py, PulumiCommand.__init__: subprocess.check_output, then the version check): a
-    missing, broken or too old CLI is a SetupError in one line."""
-    from gpupool.deploy import pulumi_process
-
-    try:
-        # pulumi_process.PulumiCommand: an interrupt stops pulumi and its plugins, not only gpupool
-        command = command or pulumi_process.PulumiCommand()
-        return auto.LocalWorkspace(work_dir=str(project_dir), env_vars=env, pulumi_command=command)
-    except FileNotFoundError:
-        raise SetupError(
-            "no `pulumi` on PATH: install the Pulumi CLI (https://www.pulumi.com/docs/install/) and put it on PATH"
-        ) from None
-    except subprocess.CalledProcessError as exc:
-        raise SetupError(
-            f"`pulumi version` failed (exit status {exc.returncode}): check the Pulumi CLI on PATH"
-        ) from None
-    except OSError as exc:
-        raise SetupError(f"the `pulumi` on PATH cannot be run: {exc.strerror or exc}") from None
-    except auto.InvalidVersionError as exc:
-        raise SetupError(f"the Pulumi CLI on PATH does not fit this Pulumi SDK: {exc}") from None
-
-
 def _timestamp(when: Any) -> str | None:
     """A StackSummary's last_update (a datetime) as a string that compares equal exactly when it is."""
     if when is None:
@@ -713,11 +654,3 @@ def _timestamp(when: Any) -> str | None:
 def _shard_value(role: sharding.Role) -> str:
     """A shard stack's `gpupool:shard` value (shard_moves.StackRun.shard_value)."""
     return "" if role.shard is None else sharding.shard_role(role.shard)
-
-
-def summary(outcomes: list[Outcome]) -> str:
-    return "".join(o.line() + "\n" for o in outcomes)
-
-
-def as_json(outcomes: list[Outcome]) -> str:
-    return json.dumps([o.__dict__ for o in outcomes], indent=2)

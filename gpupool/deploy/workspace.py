@@ -1,0 +1,58 @@
+"""The project a `gpupool stacks` command runs in: its Pulumi workspace, with the program's virtualenv first on
+PATH, and the one-line errors for a project that cannot be run at all."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import yaml
+from pulumi import automation as auto
+
+
+class SetupError(Exception):
+    """The project cannot be run at all (no Pulumi.yaml, no virtualenv, no backend, no pulumi CLI): exit
+    status 2."""
+
+
+def project_env(project_dir: Path) -> dict[str, str]:
+    """The program's virtualenv (Pulumi.yaml runtime.options.virtualenv) first on PATH: an older language
+    host ignores the option and runs whatever python comes first (toolchain/README.md)."""
+    project_file = project_dir / "Pulumi.yaml"
+    if not project_file.is_file():
+        raise SetupError(f"{project_dir}: no Pulumi.yaml (run gpupool stacks in the project directory)")
+    project = yaml.safe_load(project_file.read_text(encoding="utf-8")) or {}
+    runtime = project.get("runtime")
+    options = runtime.get("options", {}) if isinstance(runtime, dict) else {}
+    venv = project_dir / (options.get("virtualenv") or ".venv")
+    if not (venv / "bin" / "python").exists():
+        raise SetupError(
+            f"Pulumi.yaml's virtualenv {venv} has no bin/python: `pulumi install` (or python -m venv {venv.name} "
+            f"&& {venv.name}/bin/pip install -r requirements.txt)"
+        )
+    return {"VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def workspace(project_dir: Path, env: dict[str, str], command: auto.PulumiCommand | None) -> auto.LocalWorkspace:
+    """The project's workspace. Without COMMAND the Automation API runs `pulumi version` from PATH here
+    (pulumi/automation/_cmd.py, PulumiCommand.__init__: subprocess.check_output, then the version check): a
+    missing, broken or too old CLI is a SetupError in one line."""
+    from gpupool.deploy import pulumi_process
+
+    try:
+        # pulumi_process.PulumiCommand: an interrupt stops pulumi and its plugins, not only gpupool
+        command = command or pulumi_process.PulumiCommand()
+        return auto.LocalWorkspace(work_dir=str(project_dir), env_vars=env, pulumi_command=command)
+    except FileNotFoundError:
+        raise SetupError(
+            "no `pulumi` on PATH: install the Pulumi CLI (https://www.pulumi.com/docs/install/) and put it on PATH"
+        ) from None
+    except subprocess.CalledProcessError as exc:
+        raise SetupError(
+            f"`pulumi version` failed (exit status {exc.returncode}): check the Pulumi CLI on PATH"
+        ) from None
+    except OSError as exc:
+        raise SetupError(f"the `pulumi` on PATH cannot be run: {exc.strerror or exc}") from None
+    except auto.InvalidVersionError as exc:
+        raise SetupError(f"the Pulumi CLI on PATH does not fit this Pulumi SDK: {exc}") from None

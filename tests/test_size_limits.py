@@ -25,8 +25,7 @@ LONG_FUNCTIONS = {
     "gpupool/spec/schema.py::_humanize": 92,
     "gpupool/model/build.py::_Builder.pool": 92,
 }
-LONG_MODULES = {
-}
+LONG_MODULES = {}
 
 
 def _functions() -> dict[str, int]:

@@ -228,6 +228,23 @@ def after_hardware(spec: m.Spec) -> tuple[str, ...]:
     return tuple(node_patch_name(pool, node) for pool in spec.pools for node in pool.nodes)
 
 
+@dataclass(frozen=True)
+class _TenantScope:
+    """What every object of one tenant shares: its component, name prefix, namespace and labels."""
+
+    comp: str
+    base: str
+    ns: str
+    labels: dict[str, str]
+
+    @property
+    def after_ns(self) -> tuple[str, ...]:
+        return (f"{self.base}-ns",)
+
+    def meta(self, name: str) -> dict[str, Any]:
+        return {"name": name, "namespace": self.ns, "labels": dict(self.labels)}
+
+
 def tenant_objects(
     spec: m.Spec,
     tenant: m.Tenant,
@@ -241,128 +258,27 @@ def tenant_objects(
     ClusterQueue and the ResourceQuota sized to it change once every node carries the new layout, and keep the old
     profile's quota until then (a failed or interrupted rollout leaves them as they were: the rerun finishes the
     nodes first). In a sharded platform the tenant stacks run after the platform stack's rollout (gpupool stacks)."""
-    comp = f"tenant:{tenant.name}"
-    base = f"tenant-{tenant.name}"
-    ns = tenant.namespace
     labels = {**MANAGED_BY, LABEL_TENANT: tenant.name, LABEL_TIER: tenant.tier}
     if tenant.cost_center:
         labels[LABEL_COST_CENTER] = tenant.cost_center
+    s = _TenantScope(f"tenant:{tenant.name}", f"tenant-{tenant.name}", tenant.namespace, labels)
     ns_labels = {**tenant.labels, **labels, "pod-security.kubernetes.io/enforce": "baseline"}
-    meta = lambda name: {"name": name, "namespace": ns, "labels": dict(labels)}  # noqa: E731
-    out = [
-        Desired(
-            comp, f"{base}-ns", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": ns_labels}}
-        )
-    ]
-    after_ns = (f"{base}-ns",)
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": s.ns, "labels": ns_labels}}
     # Offboarded tenants keep their namespace until removed from the spec, but may start no GPU work.
     grants = {} if tenant.offboarded else tenant.gpus
     if kq is not None:
         # Under Kueue the quota is the hard ceiling for what bypasses it, sized to the most Kueue can admit
         # for the tenant (nominal + borrowing): Kueue does not read ResourceQuotas (gpupool.model.queues).
         grants = kq.admitted.get(tenant.name, {})
-    hard = {f"requests.{name}": str(grants.get(name, 0)) for name in quoted}
-    hard.update(dra.quota_hard(spec, dict(grants)))  # the DRA forms of the same grants (none without DRA pools)
-    after_quota = after_ns + hardware if kq is not None else after_ns
-    out.append(
-        Desired(
-            comp,
-            f"{base}-gpu-quota",
-            {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta("gpu-quota"), "spec": {"hard": hard}},
-            depends_on=after_quota,
-        )
-    )
-    if tenant.compute:
-        hard = {f"requests.{k}": str(v) for k, v in sorted(tenant.compute.items())}
-        out.append(
-            Desired(
-                comp,
-                f"{base}-compute-quota",
-                {
-                    "apiVersion": "v1",
-                    "kind": "ResourceQuota",
-                    "metadata": meta("compute-quota"),
-                    "spec": {"hard": hard},
-                },
-                depends_on=after_ns,
-            )
-        )
-    tier = spec.tier(tenant.tier)
-    higher = sorted(t.name for t in spec.tiers if tier and t.priority > tier.priority)
-    if higher:
-        # gpupool's higher tiers by name, beside the guard policy below (which refuses them too): it holds
-        # where ValidatingAdmissionPolicy admission is off, and upgraded clusters already have it (retained).
-        out.append(
-            Desired(
-                comp,
-                f"{base}-priority-guard",
-                {
-                    "apiVersion": "v1",
-                    "kind": "ResourceQuota",
-                    "metadata": meta("priority-guard"),
-                    "spec": {
-                        "hard": {"pods": "0"},
-                        "scopeSelector": {
-                            "matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": higher}]
-                        },
-                    },
-                },
-                depends_on=after_ns,
-            )
-        )
-    if tier:
-        # Every class above the tier, gpupool's or not, refused on the pod's resolved priority (see the module).
-        out.append(Desired(comp, f"{base}-priority-guard-policy", priority_guard.policy(tenant, tier, labels)))
-        out.append(
-            Desired(
-                comp,
-                f"{base}-priority-guard-binding",
-                priority_guard.binding(tenant, labels),
-                depends_on=(f"{base}-priority-guard-policy",),
-            )
-        )
-    d = tenant.container_defaults
-    out.append(
-        Desired(
-            comp,
-            f"{base}-container-defaults",
-            {
-                "apiVersion": "v1",
-                "kind": "LimitRange",
-                "metadata": meta("container-defaults"),
-                # cpu/memory only: a GPU key here would be injected into every container (gpu-sharing.md 5.4).
-                "spec": {"limits": [container_defaults(d)]},
-            },
-            depends_on=after_ns,
-        )
-    )
-    if tenant.owners:
-        # Kubernetes' aggregated roles (admin/edit/view) cover what CRDs aggregate into them too; none of
-        # them may change ResourceQuotas or LimitRanges (tests/e2e proves it against the API server).
-        subjects = [s.rbac() for s in (parse_owner(o) for o in tenant.owners) if isinstance(s, Subject)]
-        out.append(
-            Desired(
-                comp,
-                f"{base}-owners",
-                {
-                    # roleRef is immutable: the name carries the role, so an ownerRole change creates the new binding
-                    # before it deletes the old one (same name: the create would conflict with the live object).
-                    "apiVersion": "rbac.authorization.k8s.io/v1",
-                    "kind": "RoleBinding",
-                    "metadata": meta(f"tenant-owners-{tenant.owner_role}"),
-                    "roleRef": {
-                        "apiGroup": "rbac.authorization.k8s.io",
-                        "kind": "ClusterRole",
-                        "name": tenant.owner_role,
-                    },
-                    "subjects": subjects,
-                },
-                depends_on=after_ns,
-            )
-        )
+    after_quota = s.after_ns + hardware if kq is not None else s.after_ns
+    out = [Desired(s.comp, f"{s.base}-ns", namespace)]
+    out += _quotas(spec, tenant, s, quoted, grants, after_quota)
+    out += _priority_guards(spec, tenant, s)
+    out.append(_limit_range(tenant, s))
+    out += _owners(tenant, s)
     if kq is not None and tenant.name in kq.by_tenant:
         out += [
-            Desired(comp, f"{base}-{obj['kind'].lower()}", obj, depends_on=after_quota)
+            Desired(s.comp, f"{s.base}-{obj['kind'].lower()}", obj, depends_on=after_quota)
             for obj in kq.by_tenant[tenant.name]
         ]
     # Dropping a tenant from the spec leaves everything of it in place, quotas included (an unmanaged
@@ -376,13 +292,91 @@ def tenant_objects(
     return (
         [
             dataclasses.replace(
-                obj, retain_on_delete=keep and obj.kind != "RoleBinding" and obj.name != f"{base}-priority-guard"
+                obj, retain_on_delete=keep and obj.kind != "RoleBinding" and obj.name != f"{s.base}-priority-guard"
             )
             for obj in out
         ]
         + max_per_pod_objects(spec, tenant)
         + dra_guard_objects(spec, tenant, grants)
     )
+
+
+def _quotas(
+    spec: m.Spec,
+    tenant: m.Tenant,
+    s: _TenantScope,
+    quoted: list[str],
+    grants: Mapping[str, int],
+    after_quota: tuple[str, ...],
+) -> list[Desired]:
+    """The GPU quota (every quoted name, and the DRA forms of the same grants) and the compute quota."""
+    hard = {f"requests.{name}": str(grants.get(name, 0)) for name in quoted}
+    hard.update(dra.quota_hard(spec, dict(grants)))  # the DRA forms of the same grants (none without DRA pools)
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": s.meta("gpu-quota"), "spec": {"hard": hard}}
+    out = [Desired(s.comp, f"{s.base}-gpu-quota", quota, depends_on=after_quota)]
+    if tenant.compute:
+        hard = {f"requests.{k}": str(v) for k, v in sorted(tenant.compute.items())}
+        compute = {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": s.meta("compute-quota"),
+            "spec": {"hard": hard},
+        }
+        out.append(Desired(s.comp, f"{s.base}-compute-quota", compute, depends_on=s.after_ns))
+    return out
+
+
+def _priority_guards(spec: m.Spec, tenant: m.Tenant, s: _TenantScope) -> list[Desired]:
+    out = []
+    tier = spec.tier(tenant.tier)
+    higher = sorted(t.name for t in spec.tiers if tier and t.priority > tier.priority)
+    if higher:
+        # gpupool's higher tiers by name, beside the guard policy below (which refuses them too): it holds
+        # where ValidatingAdmissionPolicy admission is off, and upgraded clusters already have it (retained).
+        scope = {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": higher}]}
+        quota = {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": s.meta("priority-guard"),
+            "spec": {"hard": {"pods": "0"}, "scopeSelector": scope},
+        }
+        out.append(Desired(s.comp, f"{s.base}-priority-guard", quota, depends_on=s.after_ns))
+    if tier:
+        # Every class above the tier, gpupool's or not, refused on the pod's resolved priority (see the module).
+        policy = f"{s.base}-priority-guard-policy"
+        out.append(Desired(s.comp, policy, priority_guard.policy(tenant, tier, s.labels)))
+        binding = priority_guard.binding(tenant, s.labels)
+        out.append(Desired(s.comp, f"{s.base}-priority-guard-binding", binding, depends_on=(policy,)))
+    return out
+
+
+def _limit_range(tenant: m.Tenant, s: _TenantScope) -> Desired:
+    limit_range = {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": s.meta("container-defaults"),
+        # cpu/memory only: a GPU key here would be injected into every container (gpu-sharing.md 5.4).
+        "spec": {"limits": [container_defaults(tenant.container_defaults)]},
+    }
+    return Desired(s.comp, f"{s.base}-container-defaults", limit_range, depends_on=s.after_ns)
+
+
+def _owners(tenant: m.Tenant, s: _TenantScope) -> list[Desired]:
+    if not tenant.owners:
+        return []
+    # Kubernetes' aggregated roles (admin/edit/view) cover what CRDs aggregate into them too; none of
+    # them may change ResourceQuotas or LimitRanges (tests/e2e proves it against the API server).
+    subjects = [x.rbac() for x in (parse_owner(o) for o in tenant.owners) if isinstance(x, Subject)]
+    binding = {
+        # roleRef is immutable: the name carries the role, so an ownerRole change creates the new binding
+        # before it deletes the old one (same name: the create would conflict with the live object).
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": s.meta(f"tenant-owners-{tenant.owner_role}"),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": tenant.owner_role},
+        "subjects": subjects,
+    }
+    return [Desired(s.comp, f"{s.base}-owners", binding, depends_on=s.after_ns)]
 
 
 def container_defaults(d: m.ContainerDefaults) -> dict[str, Any]:
@@ -452,6 +446,148 @@ def _step_object(component: str, step: rollout.Step) -> Desired:
     )
 
 
+def _operator_objects(
+    opns: str, mig_text: str, kept: list[str], plugin_data: dict[str, str], kept_plugin: list[str]
+) -> list[Desired]:
+    """The operator's namespace and the two ConfigMaps its operands read (MIG Manager's, the device plugin's)."""
+    out: list[Desired] = []
+    out.append(
+        Desired(
+            "operator",
+            "gpu-operator-ns",
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": opns,
+                    "labels": {**MANAGED_BY, "pod-security.kubernetes.io/enforce": "privileged"},
+                },
+            },
+        )
+    )
+    out.append(
+        Desired(
+            "mig-config",
+            "mig-config",
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": MIG_CONFIGMAP,
+                    "namespace": opns,
+                    "labels": dict(MANAGED_BY),
+                    # Says in the preview diff and on the object why configs the spec no longer names are there.
+                    **({"annotations": {ANNOTATION_KEPT: ",".join(kept)}} if kept else {}),
+                },
+                "data": {"config.yaml": mig_text},
+            },
+            depends_on=("gpu-operator-ns",),
+        )
+    )
+    out.append(
+        Desired(
+            "device-plugin-config",
+            "device-plugin-config",
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": PLUGIN_CONFIGMAP,
+                    "namespace": opns,
+                    "labels": dict(MANAGED_BY),
+                    **({"annotations": {ANNOTATION_KEPT_PLUGIN: ",".join(kept_plugin)}} if kept_plugin else {}),
+                },
+                "data": plugin_data,
+            },
+            depends_on=("gpu-operator-ns",),
+        )
+    )
+    return out
+
+
+def _add_pool(
+    plan: Plan,
+    pool: m.NodePool,
+    mig_by_pool: Mapping[str, str],
+    plugin_by_pool: Mapping[str, str],
+    opns: str,
+    mig_reboot: bool,
+) -> None:
+    """A pool's node labels and configs in PLAN, and per named node its rollout steps and its pool patch."""
+    labels = {LABEL_POOL: pool.name, LABEL_PLUGIN_CONFIG: plugin_by_pool[pool.name], **dra.node_labels(pool)}
+    if pool.name in mig_by_pool:
+        labels[LABEL_MIG_CONFIG] = mig_by_pool[pool.name]
+    labels = dict(sorted(labels.items()))
+    plan.pool_configs[pool.name] = {
+        "migConfig": mig_by_pool.get(pool.name, ""),
+        "devicePluginConfig": plugin_by_pool[pool.name],
+    }
+    if pool.node_selector:
+        plan.node_group_labels[pool.name] = labels
+    comp = f"pool:{pool.name}"
+    # MIG-capable named nodes get their mig.config label through the rolling chain (gpupool.k8s.rollout), whose
+    # mig step relabels; the pool patch comes after the chain and carries the final labels, that one too (the
+    # value is already there then, so MIG Manager, which answers a changed value only, sees nothing; and a
+    # plain apply of the render, which has no chain, labels the node).
+    chains = (
+        rollout.chain(pool, mig_by_pool[pool.name], ("mig-config",), opns, whole_node=mig_reboot)
+        if pool.name in mig_by_pool
+        else {}
+    )
+    own = labels
+    patch_names = {node: node_patch_name(pool, node) for node in pool.nodes}
+    # An MPS pool's re-key: cordon and drain before the pool patch relabels, uncordon after (rollout.rekey_chain).
+    rekeys = (
+        {} if chains else rollout.rekey_chain(pool, plugin_by_pool[pool.name], ("device-plugin-config",), patch_names)
+    )
+    for node in pool.nodes:
+        after: tuple[str, ...] = ()
+        for item in [*chains.get(node, ()), *rekeys.get(node, ())[:2]]:
+            if isinstance(item, rollout.Reconfigure):
+                plan.mig_steps.setdefault(pool.name, []).append(item)
+            elif isinstance(item, rollout.RekeyDrain):
+                plan.rekey_drains.setdefault(pool.name, []).append(item)
+            else:
+                plan.objects.append(_step_object(comp, item))
+            after = (item.name,)
+        plan.objects.append(
+            Desired(
+                comp,
+                patch_names[node],
+                {
+                    # Plain labels; the component layer adds Pulumi's patchForce (components/k8s_objects.py).
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {"name": node, "labels": own},
+                },
+                patch=True,
+                retain_on_delete=True,
+                depends_on=("mig-config", "device-plugin-config") + after,
+            )
+        )
+        if node in rekeys:
+            plan.objects.append(_step_object(comp, rekeys[node][2]))  # type: ignore[arg-type]
+
+
+def _tier_object(tier: m.Tier) -> Desired:
+    obj = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {
+            "name": tier.name,
+            "labels": {**MANAGED_BY, LABEL_TIER: tier.name},
+            "annotations": {ANNOTATION_TIER_PRIORITY: priority_revision(tier.priority, tier.preemption_policy)},
+        },
+        "value": tier.priority,
+        "preemptionPolicy": tier.preemption_policy,
+    }
+    if tier.description:
+        obj["description"] = tier.description
+    # value and preemptionPolicy are immutable (kubernetes pkg/apis/scheduling/validation/validation.go,
+    # ValidatePriorityClassUpdate), and pulumi-kubernetes updates a PriorityClass in place: replace it.
+    return Desired("tiers", f"tier-{tier.name}", obj, replace_on_changes=PRIORITY_IMMUTABLE)
+
+
 def build(
     spec: m.Spec,
     kept_mig_configs: Mapping[str, list[dict[str, Any]]] | None = None,
@@ -491,130 +627,10 @@ def build(
         mig_configs=mig_entries,
         plugin_configs=plugin_docs,
     )
-    plan.objects.append(
-        Desired(
-            "operator",
-            "gpu-operator-ns",
-            {
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {
-                    "name": opns,
-                    "labels": {**MANAGED_BY, "pod-security.kubernetes.io/enforce": "privileged"},
-                },
-            },
-        )
-    )
-    plan.objects.append(
-        Desired(
-            "mig-config",
-            "mig-config",
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {
-                    "name": MIG_CONFIGMAP,
-                    "namespace": opns,
-                    "labels": dict(MANAGED_BY),
-                    # Says in the preview diff and on the object why configs the spec no longer names are there.
-                    **({"annotations": {ANNOTATION_KEPT: ",".join(kept)}} if kept else {}),
-                },
-                "data": {"config.yaml": mig_text},
-            },
-            depends_on=("gpu-operator-ns",),
-        )
-    )
-    plan.objects.append(
-        Desired(
-            "device-plugin-config",
-            "device-plugin-config",
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {
-                    "name": PLUGIN_CONFIGMAP,
-                    "namespace": opns,
-                    "labels": dict(MANAGED_BY),
-                    **({"annotations": {ANNOTATION_KEPT_PLUGIN: ",".join(kept_plugin)}} if kept_plugin else {}),
-                },
-                "data": plugin_data,
-            },
-            depends_on=("gpu-operator-ns",),
-        )
-    )
+    plan.objects += _operator_objects(opns, mig_text, list(kept), plugin_data, list(kept_plugin))
     for pool in spec.pools:
-        labels = {LABEL_POOL: pool.name, LABEL_PLUGIN_CONFIG: plugin_by_pool[pool.name], **dra.node_labels(pool)}
-        if pool.name in mig_by_pool:
-            labels[LABEL_MIG_CONFIG] = mig_by_pool[pool.name]
-        labels = dict(sorted(labels.items()))
-        plan.pool_configs[pool.name] = {
-            "migConfig": mig_by_pool.get(pool.name, ""),
-            "devicePluginConfig": plugin_by_pool[pool.name],
-        }
-        if pool.node_selector:
-            plan.node_group_labels[pool.name] = labels
-        comp = f"pool:{pool.name}"
-        # MIG-capable named nodes get their mig.config label through the rolling chain (gpupool.k8s.rollout), whose
-        # mig step relabels; the pool patch comes after the chain and carries the final labels, that one too (the
-        # value is already there then, so MIG Manager, which answers a changed value only, sees nothing; and a
-        # plain apply of the render, which has no chain, labels the node).
-        chains = (
-            rollout.chain(pool, mig_by_pool[pool.name], ("mig-config",), opns, whole_node=op.mig_reboot)
-            if pool.name in mig_by_pool
-            else {}
-        )
-        own = labels
-        patch_names = {node: node_patch_name(pool, node) for node in pool.nodes}
-        # An MPS pool's re-key: cordon and drain before the pool patch relabels, uncordon after (rollout.rekey_chain).
-        rekeys = (
-            {}
-            if chains
-            else rollout.rekey_chain(pool, plugin_by_pool[pool.name], ("device-plugin-config",), patch_names)
-        )
-        for node in pool.nodes:
-            after: tuple[str, ...] = ()
-            for item in [*chains.get(node, ()), *rekeys.get(node, ())[:2]]:
-                if isinstance(item, rollout.Reconfigure):
-                    plan.mig_steps.setdefault(pool.name, []).append(item)
-                elif isinstance(item, rollout.RekeyDrain):
-                    plan.rekey_drains.setdefault(pool.name, []).append(item)
-                else:
-                    plan.objects.append(_step_object(comp, item))
-                after = (item.name,)
-            plan.objects.append(
-                Desired(
-                    comp,
-                    patch_names[node],
-                    {
-                        # Plain labels; the component layer adds Pulumi's patchForce (components/k8s_objects.py).
-                        "apiVersion": "v1",
-                        "kind": "Node",
-                        "metadata": {"name": node, "labels": own},
-                    },
-                    patch=True,
-                    retain_on_delete=True,
-                    depends_on=("mig-config", "device-plugin-config") + after,
-                )
-            )
-            if node in rekeys:
-                plan.objects.append(_step_object(comp, rekeys[node][2]))  # type: ignore[arg-type]
-    for tier in spec.tiers:
-        obj = {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {
-                "name": tier.name,
-                "labels": {**MANAGED_BY, LABEL_TIER: tier.name},
-                "annotations": {ANNOTATION_TIER_PRIORITY: priority_revision(tier.priority, tier.preemption_policy)},
-            },
-            "value": tier.priority,
-            "preemptionPolicy": tier.preemption_policy,
-        }
-        if tier.description:
-            obj["description"] = tier.description
-        # value and preemptionPolicy are immutable (kubernetes pkg/apis/scheduling/validation/validation.go,
-        # ValidatePriorityClassUpdate), and pulumi-kubernetes updates a PriorityClass in place: replace it.
-        plan.objects.append(Desired("tiers", f"tier-{tier.name}", obj, replace_on_changes=PRIORITY_IMMUTABLE))
+        _add_pool(plan, pool, mig_by_pool, plugin_by_pool, opns, op.mig_reboot)
+    plan.objects += [_tier_object(tier) for tier in spec.tiers]
     plan.objects.extend(dra.objects(spec))  # DeviceClasses of DRA pools (none without)
     kq = kueue.queue_objects(spec)
     plan.queues = kq

@@ -18,6 +18,7 @@ as unallocated. So per pool: charged + unallocated GPU-equivalents = its GPUs, a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
@@ -367,6 +368,59 @@ def _pool_line(pool: m.NodePool, shares: tuple[Supply, ...]) -> PoolLine:
     )
 
 
+Unit = tuple[Fraction, Fraction, Fraction]  # one granted unit: charged GPU-equivalents, priced ones, cost per hour
+
+
+def _per_unit(
+    by_resource: dict[str, list[Supply]],
+    capacity: dict[str, int],
+    granted: dict[str, int],
+    weights: dict[str, Fraction],
+) -> dict[str, Unit]:
+    """Per resource, one granted unit's charged GPU-equivalents, priced GPU-equivalents and cost, averaged over
+    the supplying pools by capacity; an oversubscribed resource is scaled down by its oversubscription."""
+    per_unit: dict[str, Unit] = {}
+    for r, sups in by_resource.items():
+        c = capacity[r]
+        factor = Fraction(c, granted[r]) if granted.get(r, 0) > c else Fraction(1)
+        priced = sum((s.capacity * s.gpu_per_unit for s in sups if s.price is not None), Fraction(0))
+        cost = sum((s.capacity * s.gpu_per_unit * s.price for s in sups if s.price is not None), Fraction(0))
+        per_unit[r] = (weights[r] * factor, priced * factor / c, cost * factor / c) if c else (Fraction(0),) * 3
+    return per_unit
+
+
+def _tenant_line(
+    t: m.Tenant,
+    per_unit: dict[str, Unit],
+    supplies_of: dict[str, tuple[Supply, ...]],
+    nominal: Fraction,
+    share: Callable[[Fraction], Fraction],
+) -> TenantLine:
+    grants = grant_model.tenant_grants(t)
+    eq_by_r = {}
+    eq = priced = per_hour = Fraction(0)
+    for r, n in grants.items():
+        ue, up, uc = per_unit.get(r, (Fraction(0),) * 3)
+        eq_by_r[r] = n * ue
+        eq += n * ue
+        priced += n * up
+        per_hour += n * uc
+    cost = Cost(eq, priced, per_hour, nominal)
+    supplies = {r: supplies_of.get(r, ()) for r in grants}
+    return TenantLine(t.name, t.tier, t.cost_center, t.offboarded, grants, cost, share(eq), eq_by_r, supplies)
+
+
+def _cost_centers(tenants: list[TenantLine], share: Callable[[Fraction], Fraction]) -> list[CostCenterLine]:
+    centers: dict[str, list[TenantLine]] = {}
+    for line in tenants:
+        centers.setdefault(line.cost_center or NO_COST_CENTER, []).append(line)
+    out = []
+    for name in sorted(centers):
+        cost = sum((line.cost for line in centers[name]), Cost())
+        out.append(CostCenterLine(name, tuple(line.name for line in centers[name]), cost, share(cost.gpu_equivalents)))
+    return out
+
+
 def compute(spec: m.Spec) -> CapacityPlan:
     granted = spec.granted()
     supplies_by_pool = {pool.name: _supplies(pool) for pool in spec.pools}
@@ -396,61 +450,18 @@ def compute(spec: m.Spec) -> CapacityPlan:
     def share(x: Fraction) -> Fraction:
         return x / total_gpus if total_gpus else Fraction(0)
 
-    # Per resource, one granted unit's charged GPU-equivalents, priced GPU-equivalents and cost, averaged over
-    # the supplying pools by capacity: a tenant's numbers are then one multiplication per granted resource.
-    # What a unit weighs as granted is the model's fact (gpupool.model.grants); attribution is by capacity, so
-    # an oversubscribed resource is oversubscribed by the same factor in each of its pools.
+    # A tenant's numbers are one multiplication per granted resource (_per_unit). What a unit weighs as granted is
+    # the model's fact (gpupool.model.grants); attribution is by capacity, so an oversubscribed resource is
+    # oversubscribed by the same factor in each of its pools.
     weights = grant_model.unit_weights(spec)
-    per_unit: dict[str, tuple[Fraction, Fraction, Fraction]] = {}
-    for r, sups in by_resource.items():
-        c = capacity[r]
-        factor = Fraction(c, granted[r]) if granted.get(r, 0) > c else Fraction(1)
-        priced = sum((s.capacity * s.gpu_per_unit for s in sups if s.price is not None), Fraction(0))
-        cost = sum((s.capacity * s.gpu_per_unit * s.price for s in sups if s.price is not None), Fraction(0))
-        per_unit[r] = (weights[r] * factor, priced * factor / c, cost * factor / c) if c else (Fraction(0),) * 3
+    per_unit = _per_unit(by_resource, capacity, granted, weights)
     supplies_of: dict[str, tuple[Supply, ...]] = {}
     for pool_line in pools:  # the supplies with their attributed grants (and so their charge factors)
         for s in pool_line.supplies:
             supplies_of[s.resource] = supplies_of.get(s.resource, ()) + (s,)
-    tenants = []
-    zero = (Fraction(0),) * 3
-    granted_gpu_equivalents = grant_model.granted_gpu_equivalents(spec, weights)
-    for t in spec.tenants:
-        grants = grant_model.tenant_grants(t)
-        eq_by_r = {}
-        eq = priced = per_hour = Fraction(0)
-        for r, n in grants.items():
-            ue, up, uc = per_unit.get(r, zero)
-            eq_by_r[r] = n * ue
-            eq += n * ue
-            priced += n * up
-            per_hour += n * uc
-        nominal = granted_gpu_equivalents[t.name]
-        tenants.append(
-            TenantLine(
-                t.name,
-                t.tier,
-                t.cost_center,
-                t.offboarded,
-                grants,
-                Cost(eq, priced, per_hour, nominal),
-                share(eq),
-                eq_by_r,
-                {r: supplies_of.get(r, ()) for r in grants},
-            )
-        )
-
-    centers: dict[str, list[TenantLine]] = {}
-    for line in tenants:
-        centers.setdefault(line.cost_center or NO_COST_CENTER, []).append(line)
-    cost_centers = []
-    for name in sorted(centers):
-        center_cost = sum((line.cost for line in centers[name]), Cost())
-        cost_centers.append(
-            CostCenterLine(
-                name, tuple(line.name for line in centers[name]), center_cost, share(center_cost.gpu_equivalents)
-            )
-        )
+    nominal = grant_model.granted_gpu_equivalents(spec, weights)
+    tenants = [_tenant_line(t, per_unit, supplies_of, nominal[t.name], share) for t in spec.tenants]
+    cost_centers = _cost_centers(tenants, share)
     total = sum((t.cost for t in tenants), Cost())
     return CapacityPlan(
         spec.cluster.name,

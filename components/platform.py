@@ -321,7 +321,9 @@ def tenant_outputs(spec: m.Spec, tenants: list[m.Tenant]) -> dict:
     }
 
 
-def platform_outputs(spec: m.Spec, plan: manifests.Plan, role: sharding.Role, tenants: list[m.Tenant]) -> dict:
+def platform_outputs(
+    spec: m.Spec, plan: manifests.DesiredObjects, role: sharding.Role, tenants: list[m.Tenant]
+) -> dict:
     """The stack outputs: a shard stack's are its role and tenants; the platform stack's every figure of the
     capacity plan, the function `gpupool plan` prints (headroom is what the oversubscription policy still
     allows, not capacity minus grants)."""

@@ -46,7 +46,7 @@ EDITS = {
 
 
 @pytest.fixture(scope="module")
-def plans(tmp_path_factory) -> dict[str, manifests.Plan]:
+def plans(tmp_path_factory) -> dict[str, manifests.DesiredObjects]:
     out = {}
     for stack in ("dev", "prod"):
         for edit_name, edit in EDITS.items():

@@ -145,7 +145,7 @@ def _labels_valid(labels: dict) -> None:
         assert len(value) <= 63 and LABEL_VALUE.match(value), (key, value)
 
 
-def check_derived_names(plan: manifests.Plan) -> None:
+def check_derived_names(plan: manifests.DesiredObjects) -> None:
     names = [o.name for o in plan.objects]
     assert len(names) == len(set(names)), "Pulumi resource names collide"
     for mode in delivery.MODES:

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 STACKS = ["dev", "prod"]
 
 
-def _plan(stack: str) -> manifests.Plan:
+def _plan(stack: str) -> manifests.DesiredObjects:
     return manifests.build(load_valid_spec(ROOT / "stacks" / stack / "spec.yaml"))
 
 

@@ -117,8 +117,9 @@ class Chart:
 
 
 @dataclass
-class Plan:
-    """Everything one stack wants, in registration order."""
+class DesiredObjects:
+    """Everything one stack wants, in registration order: what `build` makes from a spec. (Not a plan: "plan" is
+    the capacity plan, gpupool.analysis.plan, and terraform's and pulumi's word for a change set.)"""
 
     chart: Chart  # the GPU Operator release (see Chart)
     objects: list[Desired] = field(default_factory=list)
@@ -506,7 +507,7 @@ def _operator_objects(
 
 
 def _add_pool(
-    plan: Plan,
+    plan: DesiredObjects,
     pool: m.NodePool,
     mig_by_pool: Mapping[str, str],
     plugin_by_pool: Mapping[str, str],
@@ -592,7 +593,7 @@ def build(
     spec: m.Spec,
     kept_mig_configs: Mapping[str, list[dict[str, Any]]] | None = None,
     kept_plugin_configs: Mapping[str, str] | None = None,
-) -> Plan:
+) -> DesiredObjects:
     """The stack's desired objects. KEPT_MIG_CONFIGS: old MIG configs nodes still carry (gpupool.k8s.mig_in_use,
     read from the cluster by `pulumi up` and `gpupool render --kubeconfig`): in the ConfigMap after the spec's,
     outside the config hash, so keeping them and later dropping them restarts no MIG Manager. KEPT_PLUGIN_CONFIGS:
@@ -618,7 +619,7 @@ def build(
     plugin_hash = content_hash(dump_yaml(plugin_data))
     kept_plugin = {k: v for k, v in (kept_plugin_configs or {}).items() if k not in plugin_data}
     plugin_data = {**plugin_data, **kept_plugin}
-    plan = Plan(
+    plan = DesiredObjects(
         operator_chart(
             spec,
             operator_values(spec, mig_hash, plugin_hash),

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from gpupool import safe_write
 from gpupool.k8s import delivery, gitops, rollout
-from gpupool.k8s.manifests import Desired, Plan, dump_yaml
+from gpupool.k8s.manifests import Desired, DesiredObjects, dump_yaml
 
 INDEX = ".gpupool-render"
 PENDING = ".gpupool-render.pending"
@@ -74,7 +74,7 @@ def _document(obj: Desired) -> str:
     return header + "\n" + dump_yaml(obj.manifest)
 
 
-def objects(plan: Plan, operator: str = delivery.DEFAULT_MODE) -> list[Desired]:
+def objects(plan: DesiredObjects, operator: str = delivery.DEFAULT_MODE) -> list[Desired]:
     """The plan's objects as files for a plain apply (gpupool.k8s.gitops: one Node document per node, prune
     protection where retained) with the operator chart as MODE's objects, in registration order."""
     out = gitops.for_apply(list(plan.objects))
@@ -89,7 +89,7 @@ def objects(plan: Plan, operator: str = delivery.DEFAULT_MODE) -> list[Desired]:
 KUEUE_CONFIG_FILE = "kueue/configuration.yaml"  # a subdirectory, like the chart values: `kubectl apply -f DIR` skips it
 
 
-def render_documents(plan: Plan, operator: str = delivery.DEFAULT_MODE) -> dict[str, str]:
+def render_documents(plan: DesiredObjects, operator: str = delivery.DEFAULT_MODE) -> dict[str, str]:
     """file name -> text, in registration order. Patch objects are written as the patch gpupool applies."""
     out = {file_name(obj): _document(obj) for obj in objects(plan, operator)}
     resources = list(out)
@@ -108,7 +108,7 @@ def render_documents(plan: Plan, operator: str = delivery.DEFAULT_MODE) -> dict[
     return out
 
 
-def stream(plan: Plan, operator: str = delivery.DEFAULT_MODE) -> str:
+def stream(plan: DesiredObjects, operator: str = delivery.DEFAULT_MODE) -> str:
     """One multi-document YAML stream of every object (`--output-dir -`), in registration order, so
     `kubectl apply -f -` creates each namespace before what lives in it."""
     if operator == "values":

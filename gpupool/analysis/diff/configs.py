@@ -35,14 +35,14 @@ class ConfigDiff:
     unified: str  # difflib.unified_diff text
 
 
-def mig_config_by_pool(built: manifests.Plan | None) -> dict[str, str]:
+def mig_config_by_pool(built: manifests.DesiredObjects | None) -> dict[str, str]:
     """pool -> mig-parted config name (MIG-capable pools only), as manifests.build derived it."""
     if built is None:
         return {}
     return {pool: c["migConfig"] for pool, c in built.pool_configs.items() if c["migConfig"]}
 
 
-def _plugin_by_pool(built: manifests.Plan | None) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+def _plugin_by_pool(built: manifests.DesiredObjects | None) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """(device-plugin config per ConfigMap key, as data; pool -> key), as manifests.build derived them."""
     if built is None:
         return {}, {}
@@ -62,7 +62,7 @@ def _plugin_summary(doc: Mapping[str, Any] | None) -> tuple[str | None, int | No
 
 
 def plugin_changes(
-    built_b: manifests.Plan | None, built_a: manifests.Plan | None
+    built_b: manifests.DesiredObjects | None, built_a: manifests.DesiredObjects | None
 ) -> tuple[list[PluginChange], list[tuple]]:
     data_b, by_pool_b = _plugin_by_pool(built_b)
     data_a, by_pool_a = _plugin_by_pool(built_a)
@@ -97,7 +97,7 @@ def plugin_changes(
 # -- config entries, as unified diffs -----------------------------------------------------------
 
 
-def _mig_entries_text(built: manifests.Plan | None) -> dict[str, str]:
+def _mig_entries_text(built: manifests.DesiredObjects | None) -> dict[str, str]:
     """mig-parted config name -> that entry as YAML, dumped from the entries the MIG Manager ConfigMap's
     config.yaml is dumped from (the build holds them as data)."""
     if built is None:
@@ -105,7 +105,7 @@ def _mig_entries_text(built: manifests.Plan | None) -> dict[str, str]:
     return {name: manifests.dump_yaml({name: entries}) for name, entries in built.mig_configs.items()}
 
 
-def _plugin_entries_text(built: manifests.Plan | None) -> dict[str, str]:
+def _plugin_entries_text(built: manifests.DesiredObjects | None) -> dict[str, str]:
     """device-plugin ConfigMap key -> its config as the ConfigMap holds it (the same dump of the same data)."""
     if built is None:
         return {}
@@ -123,7 +123,9 @@ def _unified(before: str | None, after: str | None, label_b: str, label_a: str) 
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
-def config_diffs(built_b: manifests.Plan | None, built_a: manifests.Plan | None) -> list[ConfigDiff]:
+def config_diffs(
+    built_b: manifests.DesiredObjects | None, built_a: manifests.DesiredObjects | None
+) -> list[ConfigDiff]:
     """Per pool present on both sides or new, the MIG Manager and device-plugin entries it uses that change."""
     if built_a is None:
         return []

@@ -193,7 +193,10 @@ def _selector_change(
 
 
 def mig_changes(
-    base: m.Spec | None, head: m.Spec | None, built_b: manifests.Plan | None, built_a: manifests.Plan | None
+    base: m.Spec | None,
+    head: m.Spec | None,
+    built_b: manifests.DesiredObjects | None,
+    built_a: manifests.DesiredObjects | None,
 ) -> list[MigChange]:
     if head is None:
         return []

@@ -20,7 +20,7 @@ from gpupool.model import queues as qm
 from gpupool.model.queueing import Limit, Queueing, QueuePolicy
 
 if TYPE_CHECKING:
-    from gpupool.k8s.manifests import Plan
+    from gpupool.k8s.manifests import DesiredObjects
     from gpupool.model import platform as m
 
 
@@ -345,7 +345,10 @@ def _flavor_changes(before: list[qm.FlavorLine], after: list[qm.FlavorLine]) -> 
 
 
 def compute(
-    base: m.Spec | None, head: m.Spec | None, built_b: Plan | None = None, built_a: Plan | None = None
+    base: m.Spec | None,
+    head: m.Spec | None,
+    built_b: DesiredObjects | None = None,
+    built_a: DesiredObjects | None = None,
 ) -> QueueDiff:
     """The queue changes; BUILT_B/BUILT_A are the sides' builds when the caller has them (their queue model
     is reused, not computed again)."""
@@ -355,7 +358,7 @@ def compute(
     if qb is None and qa is None:
         return d
 
-    def model(spec: m.Spec | None, qs: Queueing | None, built: Plan | None):
+    def model(spec: m.Spec | None, qs: Queueing | None, built: DesiredObjects | None):
         if spec is None or qs is None:
             return {}, {}
         if built is not None and built.queues is not None:

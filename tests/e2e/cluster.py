@@ -592,6 +592,20 @@ class ControlPlane:
         status, obj = self.api("GET", f"/api/v1/nodes/{name}")
         return obj
 
+    def make_schedulable(self, *names: str) -> None:
+        """Take `node.kubernetes.io/not-ready:NoSchedule` off NAMES. The TaintNodesByCondition admission plugin puts
+        it on every new Node and only the node-lifecycle controller takes it off (v1.36.3 plugin/pkg/admission/
+        nodetaint/admission.go 63-95); that controller is not run (no kubelet heartbeats here), so a test that
+        schedules pods does this itself."""
+        for name in names:
+            self.kubectl("taint", "nodes", name, "node.kubernetes.io/not-ready:NoSchedule-")
+
+    def quota_synced(self, namespace: str, name: str = "gpu-quota") -> bool:
+        """Whether the quota controller has written the quota's status.hard: until then the ResourceQuota admission
+        plugin refuses what the quota covers ("status unknown for quota")."""
+        status, q = self.api("GET", f"/api/v1/namespaces/{namespace}/resourcequotas/{name}")
+        return status == 200 and bool(q.get("status", {}).get("hard"))
+
     def set_node_resources(
         self,
         name: str,

@@ -45,6 +45,21 @@ def _string(value: str) -> dict[str, str]:
     return {"string": value}
 
 
+def _gpu_attributes(minor: int, product: str, architecture: str, compute_capability: str) -> dict[str, Any]:
+    """What a GPU publishes about itself (deviceinfo.go 153-195); a MIG device carries its parent's copy of the same
+    (mig.go 139-185, CommonAttributesMig)."""
+    return {
+        "productName": _string(product),
+        "brand": _string("Nvidia"),
+        "architecture": _string(architecture),
+        "cudaComputeCapability": {"version": compute_capability},
+        "driverVersion": {"version": "580.95.5"},
+        "cudaDriverVersion": {"version": "13.0.0"},
+        "resource.kubernetes.io/pciBusID": _string(f"0000:{7 + minor:02x}:00.0"),
+        "resource.kubernetes.io/pcieRoot": _string("pci0000:00"),
+    }
+
+
 def mig_device(minor: int, profile: str, start: int, slices: int, node: str) -> dict[str, Any]:
     gi_id, sms, memory = A100_80GB_PROFILES[profile]
     capacity = {
@@ -64,14 +79,7 @@ def mig_device(minor: int, profile: str, start: int, slices: int, node: str) -> 
             "uuid": _string(f"MIG-{node}-{minor}-{profile}-{start}"),
             "parentUUID": _string(f"GPU-{node}-{minor}"),
             "profile": _string(profile),
-            "productName": _string(A100_80GB),
-            "brand": _string("Nvidia"),
-            "architecture": _string("Ampere"),
-            "cudaComputeCapability": {"version": "8.0.0"},
-            "driverVersion": {"version": "580.95.5"},
-            "cudaDriverVersion": {"version": "13.0.0"},
-            "resource.kubernetes.io/pciBusID": _string(f"0000:{7 + minor:02x}:00.0"),
-            "resource.kubernetes.io/pcieRoot": _string("pci0000:00"),
+            **_gpu_attributes(minor, A100_80GB, "Ampere", "8.0.0"),
         },
         "capacity": capacity,
     }
@@ -85,14 +93,7 @@ def gpu_device(minor: int, node: str, product: str, memory: str = "80Gi") -> dic
         "attributes": {
             "type": _string("gpu"),
             "uuid": _string(f"GPU-{node}-{minor}"),
-            "productName": _string(product),
-            "brand": _string("Nvidia"),
-            "architecture": _string("Hopper"),
-            "cudaComputeCapability": {"version": "9.0.0"},
-            "driverVersion": {"version": "580.95.5"},
-            "cudaDriverVersion": {"version": "13.0.0"},
-            "resource.kubernetes.io/pciBusID": _string(f"0000:{7 + minor:02x}:00.0"),
-            "resource.kubernetes.io/pcieRoot": _string("pci0000:00"),
+            **_gpu_attributes(minor, product, "Hopper", "9.0.0"),
         },
         "capacity": {"memory": {"value": memory}},
     }
@@ -122,6 +123,15 @@ def node_slice(node: str, node_uid: str, gpus: int, layout=ALL_BALANCED, devices
             "devices": devices,
         },
     }
+
+
+def publish(cp, node: dict[str, Any], gpus: int = 0, devices=None) -> None:
+    """Publish NODE's slice (node_slice) through CP's API, as the driver's kubelet plugin would; NODE as stored."""
+    name, uid = node["metadata"]["name"], node["metadata"]["uid"]
+    status, obj = cp.api(
+        "POST", "/apis/resource.k8s.io/v1/resourceslices", node_slice(name, uid, gpus, devices=devices)
+    )
+    assert status == 201, obj
 
 
 def driver_classes() -> list[dict[str, Any]]:

@@ -26,7 +26,7 @@ import yaml
 from gpupool.cli.main import main
 from gpupool.k8s.render import KUEUE_CONFIG_FILE
 from tests.e2e import kueue_harness
-from tests.e2e.cluster import ControlPlane, ControlPlaneError, _find_kubectl
+from tests.e2e.cluster import ControlPlane
 from tests.e2e.conftest import _checked_bin_dir, _unavailable
 
 from . import dra_driver_sim as driver
@@ -35,7 +35,7 @@ pytestmark = pytest.mark.e2e
 
 WAIT = 300  # seconds, generous for a loaded runner; every wait ends as soon as its condition holds
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kueue-manager", "jobset-manager")
-CONTROLLERS = ("job-controller", "resourceclaim-controller")
+EXTRA_CONTROLLERS = ("job-controller", "resourceclaim-controller")  # the private_control_plane's
 REPO = Path(__file__).resolve().parents[2]
 A100_NODE, L4_NODE = "dev-gpu-a100-1", "dev-gpu-l4-1"
 RESOURCE_API = "/apis/resource.k8s.io/v1"
@@ -46,7 +46,7 @@ NOTEBOOKS = {"as_user": "nina", "as_groups": ["data-science"]}
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
+def env(private_control_plane, tmp_path_factory):
     bin_dir = _checked_bin_dir(BINARIES)
     for f in ("kueue-crds.yaml", "jobset-crds.yaml"):
         if not (bin_dir / f).is_file():
@@ -58,39 +58,25 @@ def env(tmp_path_factory):
     out = work / "out"
     assert main(["render", str(stack / "spec.yaml"), "--output-dir", str(out), "--operator", "values"]) == 0
     configuration = yaml.safe_load((out / KUEUE_CONFIG_FILE).read_text())
-    cp = ControlPlane(bin_dir, kubectl=_find_kubectl(), extra_controllers=CONTROLLERS)
-    try:
-        cp.start()
-    except ControlPlaneError as e:
-        pytest.fail(f"local control plane failed to start: {e}", pytrace=False)
+    cp = private_control_plane
     managers = []
     try:
         cp.start_scheduler()
         managers = kueue_harness.start(cp, bin_dir, WAIT, configuration)
         a100 = cp.create_gpu_node(A100_NODE)
         cp.create_gpu_node(L4_NODE, {"nvidia.com/gpu.shared": 16})
-        for node in (A100_NODE, L4_NODE):  # see test_dra_scheduler: no node-lifecycle controller takes it off
-            cp.kubectl("taint", "nodes", node, "node.kubernetes.io/not-ready:NoSchedule-")
+        cp.make_schedulable(A100_NODE, L4_NODE)
         cp.kubectl("apply", "--server-side", "-f", str(out), check=False)
         cp.kubectl("apply", "--server-side", "-f", str(out))
         cp.apply(driver.driver_classes())
-        status, obj = cp.api(
-            "POST", f"{RESOURCE_API}/resourceslices", driver.node_slice(A100_NODE, a100["metadata"]["uid"], 4)
-        )
-        assert status == 201, obj
+        driver.publish(cp, a100, gpus=4)
         cp.wait_for(
-            lambda: _quota_hard(cp) and _active(cp, "clusterqueue", NS), WAIT, what="notebooks' quota and queue"
+            lambda: cp.quota_synced(NS) and _active(cp, "clusterqueue", NS), WAIT, what="notebooks' quota and queue"
         )
         yield cp
     finally:
         for m in managers:
             m.stop()
-        cp.stop()
-
-
-def _quota_hard(cp) -> bool:
-    status, q = cp.api("GET", f"/api/v1/namespaces/{NS}/resourcequotas/gpu-quota")
-    return status == 200 and bool(q.get("status", {}).get("hard"))
 
 
 def _active(cp: ControlPlane, kind: str, name: str) -> bool:

@@ -152,42 +152,22 @@ def cluster(scheduler_bin, private_control_plane, tmp_path_factory):
     (stack / "tenants" / "vision.yaml").write_text(VISION)
     cp.start_scheduler()
     # Nodes as their kubelets would register them: the A100 node advertises no MIG resource (the device plugin is
-    # off on a DRA pool's nodes), the L4 node its time-sliced replicas. TaintNodesByCondition puts
-    # node.kubernetes.io/not-ready on every new Node and only the node-lifecycle controller (not run: no kubelet
-    # heartbeats here) takes it off (v1.36.3 plugin/pkg/admission/nodetaint/admission.go 63-95), so do that here.
+    # off on a DRA pool's nodes), the L4 node its time-sliced replicas.
     a100 = cp.create_gpu_node(A100_NODE)
     cp.create_gpu_node(L4_NODE, {"nvidia.com/gpu.shared": 16})
     h100, stray = cp.create_gpu_node(H100_NODE), cp.create_gpu_node(STRAY_NODE)
-    for node in (A100_NODE, L4_NODE, H100_NODE, STRAY_NODE):
-        cp.kubectl("taint", "nodes", node, "node.kubernetes.io/not-ready:NoSchedule-")
+    cp.make_schedulable(A100_NODE, L4_NODE, H100_NODE, STRAY_NODE)
     out = work / "out"
     assert main(["render", str(stack / "spec.yaml"), "--output-dir", str(out), "--operator", "values"]) == 0
     # Applied twice as docs/cli.md says (apply -f DIR goes by file name: a quota may come before its namespace).
     cp.kubectl("apply", "--server-side", "-f", str(out), check=False)
     cp.kubectl("apply", "--server-side", "-f", str(out))
     cp.apply(driver.driver_classes())
-    status, obj = cp.api(
-        "POST", f"{RESOURCE_API}/resourceslices", driver.node_slice(A100_NODE, a100["metadata"]["uid"], 4)
-    )
-    assert status == 201, obj
-    for node, uid, devices in (
-        (
-            H100_NODE,
-            h100["metadata"]["uid"],
-            [driver.gpu_device(i, H100_NODE, "NVIDIA H100 80GB HBM3") for i in (0, 1)],
-        ),
-        (STRAY_NODE, stray["metadata"]["uid"], [driver.gpu_device(0, STRAY_NODE, "NVIDIA A10", "24Gi")]),
-    ):
-        status, obj = cp.api("POST", f"{RESOURCE_API}/resourceslices", driver.node_slice(node, uid, 0, devices=devices))
-        assert status == 201, obj
+    driver.publish(cp, a100, gpus=4)
+    driver.publish(cp, h100, devices=[driver.gpu_device(i, H100_NODE, "NVIDIA H100 80GB HBM3") for i in (0, 1)])
+    driver.publish(cp, stray, devices=[driver.gpu_device(0, STRAY_NODE, "NVIDIA A10", "24Gi")])
     for ns in ("notebooks", "inference", "research", "vision"):
-        cp.wait_for(
-            lambda ns=ns: bool(
-                _get(cp, f"/api/v1/namespaces/{ns}/resourcequotas/gpu-quota").get("status", {}).get("hard")
-            ),
-            60,
-            what=f"{ns} gpu-quota status",
-        )
+        cp.wait_for(lambda ns=ns: cp.quota_synced(ns), 60, what=f"{ns} gpu-quota status")
     # A new policy takes effect once the API server's policy informer has it: poll with a dry-run until refused.
     forged = _claim("probe", _claim_spec(CLASS_1G), {"resource.kubernetes.io/extended-resource-claim": "true"})
     cp.wait_for(

@@ -94,11 +94,7 @@ def stack(control_plane, toolchain_bin, tmp_path_factory):
 
 
 def _wait_quota(cp) -> None:
-    def synced():
-        status, q = cp.api("GET", f"/api/v1/namespaces/{TENANT}/resourcequotas/gpu-quota")
-        return status == 200 and q.get("status", {}).get("hard")
-
-    cp.wait_for(synced, timeout=60, what="gpu-quota status")
+    cp.wait_for(lambda: cp.quota_synced(TENANT), timeout=60, what="gpu-quota status")
 
 
 def _create(cp, kind_path: str, body: dict) -> tuple[int, dict]:

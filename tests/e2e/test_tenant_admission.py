@@ -85,7 +85,7 @@ def applied(control_plane, tmp_path_factory):
             {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
         )
     for ns in (TENANT, LIMITED):
-        cp.wait_for(lambda ns=ns: _quota_synced(cp, ns), timeout=60, what=f"{ns} gpu-quota status")
+        cp.wait_for(lambda ns=ns: cp.quota_synced(ns), timeout=60, what=f"{ns} gpu-quota status")
     # A new policy takes effect once the API server's policy informer has it: poll until a probe is refused.
     if any("priority-guard-policy" in p.name for p in files):
         cp.wait_for(
@@ -94,11 +94,6 @@ def applied(control_plane, tmp_path_factory):
             what="the priority guard to take effect",
         )
     return cp
-
-
-def _quota_synced(cp, ns: str) -> bool:
-    status, q = cp.api("GET", f"/api/v1/namespaces/{ns}/resourcequotas/gpu-quota")
-    return status == 200 and bool(q.get("status", {}).get("hard"))
 
 
 def _pod(name: str, priority_class: str | None = None, resources: dict | None = None) -> dict:

@@ -13,7 +13,7 @@ from typing import Protocol
 
 from gpupool.model import platform as m
 from gpupool.monitoring import promql as q
-from gpupool.monitoring.rules import dra_device_rules, mig_profile_slices
+from gpupool.monitoring.rules import dra_device_kinds, mig_profile_slices
 from gpupool.monitoring.series import Series, Window
 from gpupool.monitoring.usage_queries import Queries, SpecValues
 
@@ -81,11 +81,7 @@ def spec_values(spec: m.Spec) -> SpecValues:
         nodes.extend((n, p.name) for n in p.nodes)
         for adv in p.resources_per_node():
             weights.append((p.name, q.ksm_resource(adv), float(p.unit_gpu_fraction(adv))))
-    dra = tuple(
-        (r["labels"]["pool"], r["labels"]["device_profile"], r["labels"]["resource"])
-        for p in spec.pools
-        for r in dra_device_rules(p)
-    )
+    dra = tuple((p.name, key, resource) for p in spec.pools for key, resource in dra_device_kinds(p))
     return SpecValues(tuple(weights), tuple(prices), tuple(gpus), tuple(nodes), tuple(mig_profile_slices(spec)), dra)
 
 

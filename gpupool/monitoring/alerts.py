@@ -203,7 +203,7 @@ def quota_alerts(spec: m.Spec) -> list[dict[str, Any]]:
         ),
         _alert(
             "GpuPodsPending",
-            f'sum by (namespace, pod) ({q.REQUESTS}{{resource=~"{q.GPU_RESOURCES}"}})'
+            f"sum by (namespace, pod) ({q.GPU_REQUESTS})"
             f' * on(namespace, pod) group_left() (max by (namespace, pod) ({q.PHASE}{{phase="Pending"}}) == 1) > 0',
             a.pending_for,
             "warning",

@@ -40,6 +40,7 @@ MIG_STATE_LABEL = "label_nvidia_com_mig_config_state"  # ... of nvidia.com/mig.c
 # What kube-state-metrics must be told to export (its --metric-labels-allowlist), see docs/monitoring.md.
 KSM_NODE_LABELS = ("gpupool.dev/pool", "nvidia.com/mig.config.state")
 GPU_RESOURCES = "nvidia_com_gpu|nvidia_com_gpu_shared|nvidia_com_mig_.+"
+GPU_REQUESTS = f'{REQUESTS}{{resource=~"{GPU_RESOURCES}"}}'  # containers' GPU requests, any pod
 
 # Recorded series (gpupool.monitoring.rules); names follow level:metric:operations. The older `gpupool:` names
 # are kept: `gpupool usage` reads the static ones as the history of past prices and weights, which a rename
@@ -104,7 +105,7 @@ def running_gpu_requests(node_pool: str = NODE_POOL, device_resource: str = DRA_
     resource}, in kube-state-metrics' labels). A pod asking a name on a DRA pool also has the claim kube-scheduler
     made for it; `unless` keeps it counted once, by its requests. NODE_POOL and DEVICE_RESOURCE: the node -> pool
     and device-profile -> resource series (the recorded ones, or `gpupool usage`'s with the spec's fallback)."""
-    return f"({_running(f'{REQUESTS}{{resource=~{quoted(GPU_RESOURCES)}}}')}) or ({claimed_devices(node_pool, device_resource)})"
+    return f"({_running(GPU_REQUESTS)}) or ({claimed_devices(node_pool, device_resource)})"
 
 
 def claimed_devices(node_pool: str = NODE_POOL, device_resource: str = DRA_DEVICE_RESOURCE) -> str:
@@ -129,7 +130,7 @@ def claimed_devices(node_pool: str = NODE_POOL, device_resource: str = DRA_DEVIC
         f"sum by (namespace, pod, node, resource) ({per_pod} * on(node) group_left(pool) {node_pool}"
         f" * on(pool, device_profile) group_left(resource) {device_resource})"
     )
-    return _running(f"({named} unless on(namespace, pod) {REQUESTS}{{resource=~{quoted(GPU_RESOURCES)}}})")
+    return _running(f"({named} unless on(namespace, pod) {GPU_REQUESTS})")
 
 
 def node_pool_from_labels() -> str:

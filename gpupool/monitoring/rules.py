@@ -65,17 +65,26 @@ def static_rules(spec: m.Spec) -> list[dict[str, Any]]:
     return out
 
 
-def dra_device_rules(pool: m.NodePool) -> list[dict[str, Any]]:
-    """A DRA pool's device kinds as the driver names them (profile key, "" for a whole GPU) -> the resource name each
-    serves, so a device allocated to a claim is weighed like a request of that name (promql.claimed_devices)."""
+def dra_device_kinds(pool: m.NodePool) -> list[tuple[str, str]]:
+    """(device profile key, resource) of a DRA pool: each device kind as the driver names it (the profile key, "" for
+    a whole GPU) and the resource name it serves, in kube-state-metrics' spelling, so a device allocated to a claim
+    is weighed like a request of that name (promql.claimed_devices). Empty for a device-plugin pool."""
     if not pool.dra:
         return []
-    out = []
-    for physical in pool.physical_resources_per_node():
-        key = "" if physical == m.GPU else dra_driver.device_profile_key(pool.mig_profile(physical))
-        resource = q.ksm_resource(pool.advertised_name(physical))
-        out.append(_static(q.DRA_DEVICE_RESOURCE, 1, {"pool": pool.name, "device_profile": key, "resource": resource}))
-    return out
+    return [
+        (
+            "" if physical == m.GPU else dra_driver.device_profile_key(pool.mig_profile(physical)),
+            q.ksm_resource(pool.advertised_name(physical)),
+        )
+        for physical in pool.physical_resources_per_node()
+    ]
+
+
+def dra_device_rules(pool: m.NodePool) -> list[dict[str, Any]]:
+    return [
+        _static(q.DRA_DEVICE_RESOURCE, 1, {"pool": pool.name, "device_profile": key, "resource": resource})
+        for key, resource in dra_device_kinds(pool)
+    ]
 
 
 def mig_profile_slices(spec: m.Spec) -> list[tuple[str, int]]:

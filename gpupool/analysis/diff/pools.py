@@ -77,6 +77,8 @@ def allocation_cutovers(base: m.Spec | None, head: m.Spec | None) -> list[Alloca
     if base is None or head is None:
         return []
     before = {p.name: p for p in base.pools}
+    grants_b = {t.name: t.gpus for t in base.tenants}
+    grants_a = {t.name: t.gpus for t in head.tenants}
     out = []
     for pool in head.pools:
         old = before.get(pool.name)
@@ -85,8 +87,6 @@ def allocation_cutovers(base: m.Spec | None, head: m.Spec | None) -> list[Alloca
         dra_side = pool if pool.dra else old
         classes = dra.pool_classes(dra_side)
         names = sorted(set(classes) | {old.advertised_name(r) for r in old.physical_resources_per_node()})
-        grants_b = {t.name: t.gpus for t in base.tenants}
-        grants_a = {t.name: t.gpus for t in head.tenants}
         rows = tuple(
             GrantAcross(t, r, grants_b.get(t, {}).get(r, 0), grants_a.get(t, {}).get(r, 0), classes.get(r, ""))
             for t in sorted(set(grants_b) | set(grants_a))

@@ -24,12 +24,14 @@ platforms in one program cannot both claim the 0.1 URNs; only the repository's o
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import pulumi
 
 from gpupool.analysis import plan as capacity_plan
 from gpupool.k8s import dra, kueue, manifests
+from gpupool.k8s.manifests import Desired
 from gpupool.model import platform as m
 from gpupool.model import sharding
 from gpupool.spec.stack import CONFIG_KEY, CONFIG_NAMESPACE  # the key the CLI's `--stack` reads too
@@ -225,47 +227,7 @@ class GpuPlatform(pulumi.ComponentResource):
         self.operator: GpuOperator | None = None
         self.node_pools: dict[str, NodePool] = {}
         if role.platform:
-            one = lambda comp, kind: next(o for o in parts[comp] if o.kind == kind)  # noqa: E731
-            self.operator = GpuOperator(
-                f"{name}-gpu-operator",
-                one("operator", "Namespace"),
-                registry,
-                opts_for("gpu-operator", GpuOperator.TYPE),
-            )
-            MigConfig(
-                f"{name}-mig-config",
-                one("mig-config", "ConfigMap"),
-                {p: c["migConfig"] for p, c in plan.pool_configs.items() if c["migConfig"]},
-                registry,
-                opts_for("mig-config", MigConfig.TYPE),
-            )
-            DevicePluginConfig(
-                f"{name}-device-plugin-config",
-                one("device-plugin-config", "ConfigMap"),
-                {p: c["devicePluginConfig"] for p, c in plan.pool_configs.items()},
-                registry,
-                opts_for("device-plugin-config", DevicePluginConfig.TYPE),
-            )
-            self.operator.install(plan.chart, skip_await=args.skip_await)
-            for pool in spec.pools:
-                self.node_pools[pool.name] = NodePool(
-                    f"{name}-pool-{pool.name}",
-                    pool.name,
-                    parts.get(f"pool:{pool.name}", []),
-                    plan.node_group_labels.get(pool.name),
-                    registry,
-                    opts_for(f"pool-{pool.name}", NodePool.TYPE),
-                    mig_steps=plan.mig_steps.get(pool.name),
-                    rekey_drains=plan.rekey_drains.get(pool.name),
-                    connection=connection(provider),
-                )
-            PriorityTiers(f"{name}-tiers", parts.get("tiers", []), registry, opts_for("tiers", PriorityTiers.TYPE))
-            if parts.get(dra.COMPONENT):
-                DeviceClasses(f"{name}-dra", parts[dra.COMPONENT], registry, opts_for("dra", DeviceClasses.TYPE))
-            if parts.get("monitoring"):
-                Monitoring(f"{name}-monitoring", parts["monitoring"], registry, opts_for("monitoring", Monitoring.TYPE))
-            if parts.get(kueue.COMPONENT):
-                Queueing(f"{name}-queueing", parts[kueue.COMPONENT], registry, opts_for("queueing", Queueing.TYPE))
+            self._platform(name, plan, parts, registry, opts_for, args.skip_await)
         self.tenant_components: dict[str, Tenant] = {}
         for tenant in held:
             self.tenant_components[tenant.name] = Tenant(
@@ -281,6 +243,66 @@ class GpuPlatform(pulumi.ComponentResource):
         for key, attr in OUTPUT_ATTRS.items():
             setattr(self, attr, pulumi.Output.from_input(outputs.get(key, {})))
         self.register_outputs(outputs)
+
+    def _platform(
+        self,
+        name: str,
+        plan: manifests.DesiredObjects,
+        parts: dict[str, list[Desired]],
+        registry: Registry,
+        opts_for: Callable[[str, str], pulumi.ResourceOptions],
+        skip_await: bool,
+    ) -> None:
+        """The platform stack's components: the operator and its configs, the pools, tiers, DRA, monitoring, queues."""
+        spec = self.spec
+        one = lambda comp, kind: next(o for o in parts[comp] if o.kind == kind)  # noqa: E731
+        self.operator = GpuOperator(
+            f"{name}-gpu-operator",
+            one("operator", "Namespace"),
+            registry,
+            opts_for("gpu-operator", GpuOperator.TYPE),
+        )
+        MigConfig(
+            f"{name}-mig-config",
+            one("mig-config", "ConfigMap"),
+            {p: c["migConfig"] for p, c in plan.pool_configs.items() if c["migConfig"]},
+            registry,
+            opts_for("mig-config", MigConfig.TYPE),
+        )
+        DevicePluginConfig(
+            f"{name}-device-plugin-config",
+            one("device-plugin-config", "ConfigMap"),
+            {p: c["devicePluginConfig"] for p, c in plan.pool_configs.items()},
+            registry,
+            opts_for("device-plugin-config", DevicePluginConfig.TYPE),
+        )
+        self.operator.install(plan.chart, skip_await=skip_await)
+        for pool in spec.pools:
+            self.node_pools[pool.name] = NodePool(
+                f"{name}-pool-{pool.name}",
+                pool.name,
+                parts.get(f"pool:{pool.name}", []),
+                plan.node_group_labels.get(pool.name),
+                registry,
+                opts_for(f"pool-{pool.name}", NodePool.TYPE),
+                mig_steps=plan.mig_steps.get(pool.name),
+                rekey_drains=plan.rekey_drains.get(pool.name),
+                connection=connection(self.provider),
+            )
+        PriorityTiers(f"{name}-tiers", parts.get("tiers", []), registry, opts_for("tiers", PriorityTiers.TYPE))
+        if parts.get(dra.COMPONENT) or plan.dra_chart:
+            DeviceClasses(
+                f"{name}-dra",
+                parts.get(dra.COMPONENT, []),
+                registry,
+                opts_for("dra", DeviceClasses.TYPE),
+                driver=plan.dra_chart,
+                skip_await=skip_await,
+            )
+        if parts.get("monitoring"):
+            Monitoring(f"{name}-monitoring", parts["monitoring"], registry, opts_for("monitoring", Monitoring.TYPE))
+        if parts.get(kueue.COMPONENT):
+            Queueing(f"{name}-queueing", parts[kueue.COMPONENT], registry, opts_for("queueing", Queueing.TYPE))
 
     def export(self) -> None:
         """Export the platform's outputs as the stack's outputs (what gpupool's own program does)."""

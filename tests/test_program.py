@@ -78,7 +78,7 @@ def test_render_is_exactly_what_is_registered(stack):
     rendered form (Flux HelmRelease, Argo CD Application, values file)."""
     from components.k8s_objects import PATCH_ANNOTATIONS
     from gpupool.k8s import gitops
-    from gpupool.k8s.delivery import MODES, VALUES_FILE
+    from gpupool.k8s.delivery import MODES, VALUES_FILE, values_file
     from gpupool.k8s.render import KUEUE_CONFIG_FILE, render_documents
 
     mocks, _ = _run(stack)
@@ -105,7 +105,8 @@ def test_render_is_exactly_what_is_registered(stack):
     # (one Node document per node, prune protection where retained), plus the values file, the Kustomization and
     # (with queueing) Kueue's Configuration, which gpupool does not install.
     files = gitops.for_apply(as_registered)
-    extra = {VALUES_FILE, gitops.KUSTOMIZATION_FILE} | ({KUEUE_CONFIG_FILE} if plan.queues else set())
+    values_files = {VALUES_FILE if c is plan.chart else values_file(c) for c in plan.charts()}
+    extra = values_files | {gitops.KUSTOMIZATION_FILE} | ({KUEUE_CONFIG_FILE} if plan.queues else set())
     assert set(documents) == {f"{o.name}.yaml" for o in files} | extra
     for obj in files:
         rendered = yaml.safe_load(documents[f"{obj.name}.yaml"])
@@ -119,8 +120,13 @@ def test_render_is_exactly_what_is_registered(stack):
         and a.typ != "kubernetes:helm.sh/v4:Chart"
     }
     assert k8s_registered == {o.name for o in plan.objects}
-    chart = next(a for a in mocks.created if a.typ == "kubernetes:helm.sh/v4:Chart")
-    assert chart.inputs["values"] == yaml.safe_load(documents[VALUES_FILE])
+    # Every release (the GPU Operator's; the DRA driver's where a pool uses DRA) carries the same values in
+    # every form: what the component registers, the values file, the HelmRelease, the Application.
+    charts = {a.name.removeprefix(P): a for a in mocks.created if a.typ == "kubernetes:helm.sh/v4:Chart"}
+    assert sorted(charts) == sorted(c.name for c in plan.charts())
+    for c in plan.charts():
+        name = VALUES_FILE if c is plan.chart else values_file(c)
+        assert charts[c.name].inputs["values"] == yaml.safe_load(documents[name]), c.name
     for mode in MODES:
         rendered = [yaml.safe_load(t) for t in render_documents(plan, mode).values()]
         carriers = [
@@ -132,7 +138,7 @@ def test_render_is_exactly_what_is_registered(stack):
             for d in rendered
             if d.get("kind") in ("HelmRelease", "Application") or "kind" not in d
         ]
-        assert carriers == [chart.inputs["values"]], mode
+        assert carriers == [charts[c.name].inputs["values"] for c in plan.charts()], mode
 
 
 @pytest.mark.parametrize("stack", STACKS)

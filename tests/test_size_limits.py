@@ -16,7 +16,6 @@ MODULE_LINES = 700
 # path::qualified name -> its length when the limit came in (5 Dec 2026). Split them when you touch them.
 LONG_FUNCTIONS = {
     "gpupool/spec/loader.py::load_yaml_file": 116,
-    "components/platform.py::GpuPlatform.__init__": 102,
     "gpupool/spec/loader.py::_include_tenants": 100,
     "gpupool/cli/tenant.py::cmd_new": 93,
     "gpupool/spec/schema.py::_humanize": 92,

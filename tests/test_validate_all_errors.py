@@ -30,7 +30,7 @@ def test_capacity_is_checked_alongside_an_unrelated_schema_error(tmp_path):
     result = validate_file(path)
     messages = [(d.location.line, d.location.column, d.message) for d in result.report.errors]
     assert any(
-        line == 5 and col == 3 and "unknown key; valid keys here: gpuOperator, migStrategy, name" in msg
+        line == 5 and col == 3 and "unknown key; valid keys here: draDriver, gpuOperator, migStrategy, name" in msg
         for line, col, msg in messages
     ), messages
     assert any("granted 12 nvidia.com/gpu" in msg and "supply 8" in msg for _, _, msg in messages), messages

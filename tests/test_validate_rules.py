@@ -543,7 +543,7 @@ RULES = [
         (
             "error",
             "GP010",
-            'unknown key (did you mean "migStrategy"?); valid keys here: gpuOperator, migStrategy, name',
+            'unknown key (did you mean "migStrategy"?); valid keys here: draDriver, gpuOperator, migStrategy, name',
         ),
     ),
 ]

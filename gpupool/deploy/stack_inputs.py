@@ -112,6 +112,10 @@ class StackInputs:
         }
         if role.platform:
             doc["chart"] = _plain(plan.chart)
+            if plan.dra_chart is not None:
+                doc["draChart"] = _plain(plan.dra_chart)
+                local = spec.cluster.dra_driver.chart_path
+                doc["draChartFiles"] = tree_digest(Path(local)) if local else None
             doc["chartFiles"] = tree_digest(self.project_dir / chart_path) if chart_path else None
             doc["migSteps"] = _plain(dict(sorted(plan.mig_steps.items())))
             doc["rekeyDrains"] = _plain(dict(sorted(plan.rekey_drains.items())))

@@ -1,13 +1,18 @@
-"""How `gpupool render` hands the GPU Operator chart to a GitOps tool: pure data, no Pulumi.
+"""How `gpupool render` hands the charts (the GPU Operator's, and the DRA driver's) to a GitOps tool: pure data.
 
 `--operator helmrelease` writes a Flux HelmRepository and HelmRelease, `--operator argocd` an Argo CD
 Application, `--operator values` only the values file for `helm install -f`. Every form carries exactly the
-values the Pulumi component passes to its helm.v4.Chart (manifests.Chart.values).
+values the Pulumi component passes to its helm.v4.Chart (helm_chart.Chart.values), and a chart's patches
+(Chart.patches) become the HelmRelease's kustomize post-renderer; an Application or a values file has no
+post-renderer, so a chart with patches is refused in those forms.
 """
 
 from __future__ import annotations
 
-from gpupool.k8s.manifests import MANAGED_BY, Chart, Desired
+import json
+
+from gpupool.k8s.desired import MANAGED_BY, Desired
+from gpupool.k8s.helm_chart import OCI, Chart
 
 MODES = ("helmrelease", "argocd", "values")
 DEFAULT_MODE = "helmrelease"
@@ -20,6 +25,11 @@ ARGO_NAMESPACE = "argocd"
 VALUES_FILE = "helm/gpu-operator-values.yaml"  # a subdirectory: `kubectl apply -f DIR` does not read it
 
 
+def values_file(chart: Chart) -> str:
+    """helm/<release>-values.yaml (the operator's keeps its name: helm/gpu-operator-values.yaml)."""
+    return f"helm/{chart.name}-values.yaml"
+
+
 class DeliveryError(ValueError):
     """The chart cannot be expressed in the chosen form (a local chart path has no repository to point at)."""
 
@@ -30,79 +40,120 @@ def _repository_name(chart: Chart) -> str:
 
 def objects(chart: Chart, mode: str) -> list[Desired]:
     """The Kubernetes objects that install the chart in MODE (none for `values`)."""
+    if chart.patches and mode != "helmrelease":
+        targets = ", ".join(f"{p.kind} {p.name}" for p in chart.patches)
+        raise DeliveryError(
+            f"the {chart.name} chart's rendered {targets} must be changed after Helm renders it (docs/dra.md, "
+            f'"Driver installation"), and {"an Argo CD Application" if mode == "argocd" else "a values file"} '
+            "has no post-renderer: use --operator helmrelease (a Flux post-renderer), or deploy with Pulumi"
+        )
     if mode == "values":
         return []
     if not chart.repository:
         raise DeliveryError(
-            f"the operator chart is the local path {chart.chart!r}; a Flux HelmRelease or an "
+            f"the {chart.name} chart is the local path {chart.chart!r}; a Flux HelmRelease or an "
             "Argo CD Application can only point at a chart repository (use --operator values "
             "and `helm install -f`)"
         )
-    labels = dict(MANAGED_BY)
     if mode == "helmrelease":
-        repo = Desired(
-            "operator",
-            f"{chart.name}-helmrepository",
+        return _flux(chart)
+    if mode == "argocd":
+        return _argo(chart)
+    raise ValueError(f"unknown operator mode {mode!r} (one of {', '.join(MODES)})")
+
+
+def _flux(chart: Chart) -> list[Desired]:
+    """A Flux HelmRepository and HelmRelease (with the chart's patches as its post-renderer)."""
+    assert chart.repository
+    labels = dict(MANAGED_BY)
+    oci = chart.repository.startswith(OCI)
+    repo = Desired(
+        chart.component,
+        f"{chart.name}-helmrepository",
+        {
+            "apiVersion": FLUX_SOURCE_API,
+            "kind": "HelmRepository",
+            "metadata": {"name": _repository_name(chart), "namespace": chart.namespace, "labels": labels},
+            # An OCI registry is a HelmRepository of type oci (Flux source-controller v1 HelmRepositorySpec.Type).
+            "spec": {"url": chart.repository, "interval": "1h", **({"type": "oci"} if oci else {})},
+        },
+        depends_on=chart.depends_on,
+    )
+    release = Desired(
+        chart.component,
+        f"{chart.name}-helmrelease",
+        {
+            "apiVersion": FLUX_HELM_API,
+            "kind": "HelmRelease",
+            "metadata": {"name": chart.name, "namespace": chart.namespace, "labels": dict(labels)},
+            "spec": {
+                "interval": "10m",
+                "releaseName": chart.name,
+                "targetNamespace": chart.namespace,
+                "chart": {
+                    "spec": {
+                        "chart": chart.chart,
+                        "version": chart.version,
+                        "sourceRef": {"kind": "HelmRepository", "name": _repository_name(chart)},
+                    }
+                },
+                "values": chart.values,
+                **({"postRenderers": [_post_renderer(chart)]} if chart.patches else {}),
+            },
+        },
+        depends_on=chart.depends_on + (repo.name,),
+    )
+    return [repo, release]
+
+
+def _argo(chart: Chart) -> list[Desired]:
+    """An Argo CD Application of the chart."""
+    assert chart.repository
+    labels = dict(MANAGED_BY)
+    oci = chart.repository.startswith(OCI)
+    return [
+        Desired(
+            chart.component,
+            f"{chart.name}-application",
             {
-                "apiVersion": FLUX_SOURCE_API,
-                "kind": "HelmRepository",
-                "metadata": {"name": _repository_name(chart), "namespace": chart.namespace, "labels": labels},
-                "spec": {"url": chart.repository, "interval": "1h"},
+                "apiVersion": ARGO_API,
+                "kind": "Application",
+                "metadata": {"name": chart.name, "namespace": ARGO_NAMESPACE, "labels": labels},
+                "spec": {
+                    "project": "default",
+                    "source": {
+                        # Argo CD names an OCI Helm registry without the scheme (its helm source's repoURL).
+                        "repoURL": chart.repository.removeprefix(OCI) if oci else chart.repository,
+                        "chart": chart.chart,
+                        "targetRevision": chart.version,
+                        "helm": {"releaseName": chart.name, "valuesObject": chart.values},
+                    },
+                    "destination": {"server": "https://kubernetes.default.svc", "namespace": chart.namespace},
+                },
             },
             depends_on=chart.depends_on,
         )
-        release = Desired(
-            "operator",
-            f"{chart.name}-helmrelease",
-            {
-                "apiVersion": FLUX_HELM_API,
-                "kind": "HelmRelease",
-                "metadata": {"name": chart.name, "namespace": chart.namespace, "labels": dict(labels)},
-                "spec": {
-                    "interval": "10m",
-                    "releaseName": chart.name,
-                    "targetNamespace": chart.namespace,
-                    "chart": {
-                        "spec": {
-                            "chart": chart.chart,
-                            "version": chart.version,
-                            "sourceRef": {"kind": "HelmRepository", "name": _repository_name(chart)},
-                        }
-                    },
-                    "values": chart.values,
-                },
-            },
-            depends_on=chart.depends_on + (repo.name,),
-        )
-        return [repo, release]
-    if mode == "argocd":
-        return [
-            Desired(
-                "operator",
-                f"{chart.name}-application",
-                {
-                    "apiVersion": ARGO_API,
-                    "kind": "Application",
-                    "metadata": {"name": chart.name, "namespace": ARGO_NAMESPACE, "labels": labels},
-                    "spec": {
-                        "project": "default",
-                        "source": {
-                            "repoURL": chart.repository,
-                            "chart": chart.chart,
-                            "targetRevision": chart.version,
-                            "helm": {"releaseName": chart.name, "valuesObject": chart.values},
-                        },
-                        "destination": {"server": "https://kubernetes.default.svc", "namespace": chart.namespace},
-                    },
-                },
-                depends_on=chart.depends_on,
-            )
-        ]
-    raise ValueError(f"unknown operator mode {mode!r} (one of {', '.join(MODES)})")
+    ]
+
+
+def _post_renderer(chart: Chart) -> dict:
+    """Flux HelmRelease v2 spec.postRenderers[].kustomize.patches: each patch a JSON 6902 list for its target."""
+    return {
+        "kustomize": {
+            "patches": [
+                {"target": {"kind": p.kind, "name": p.name}, "patch": json.dumps(p.operations())} for p in chart.patches
+            ]
+        }
+    }
 
 
 def helm_install_hint(chart: Chart, values_path: str) -> str:
     """The command a user runs with `--operator values`."""
+    if chart.repository and chart.repository.startswith(OCI):
+        return (
+            f"helm install {chart.name} {chart.reference()} --version {chart.version} "
+            f"--namespace {chart.namespace} -f {values_path}"
+        )
     if chart.repository:
         return (
             f"helm install {chart.name} {chart.chart} --repo {chart.repository} --version {chart.version} "

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpupool.k8s import admission, dra, dra_policy, kueue, monitoring, priority_guard, rollout
+from gpupool.k8s import admission, dra, dra_install, dra_policy, kueue, monitoring, priority_guard, rollout
 from gpupool.k8s.desired import LABEL_POOL as LABEL_POOL  # re-exported, like the two other labels
 from gpupool.k8s.desired import LABEL_TENANT as LABEL_TENANT
 from gpupool.k8s.desired import LABEL_TIER as LABEL_TIER
@@ -49,6 +49,8 @@ from gpupool.k8s.gpu_configs import (
 from gpupool.k8s.gpu_configs import (
     with_operator_presets as with_operator_presets,
 )
+from gpupool.k8s.helm_chart import Chart as Chart  # re-exported: the releases' type, for the components
+from gpupool.k8s.helm_chart import deep_merge as deep_merge
 from gpupool.k8s.naming import bounded, content_hash
 from gpupool.k8s.yaml_dump import dump_yaml as dump_yaml  # re-exported: every writer of gpupool's YAML
 from gpupool.model import platform as m
@@ -78,50 +80,13 @@ def priority_revision(value: int, preemption_policy: str) -> str:
     return f"{value} {preemption_policy}"
 
 
-@dataclass(frozen=True)
-class Chart:
-    """The GPU Operator Helm release gpupool wants.
-
-    Not a Kubernetes object: the Pulumi component installs it as a helm.v4.Chart, and `gpupool render`
-    writes it as the delivery object the user picks (Flux HelmRelease, Argo CD Application, or a values
-    file for `helm install -f`); all of them carry exactly these values."""
-
-    name: str  # Pulumi name and Helm release name
-    chart: str  # chart name in the repository, or a local chart path
-    version: str | None  # None for a local chart
-    repository: str | None  # None for a local chart
-    namespace: str
-    values: dict[str, Any]
-    depends_on: tuple[str, ...] = ()
-
-    def record(self) -> Desired:
-        """The chart's inputs as a Desired-shaped record (kind Chart, as Pulumi's helm.sh/v4 type), so
-        `gpupool diff` compares it like the objects. Never rendered, never registered as a manifest."""
-        spec: dict[str, Any] = {"chart": self.chart}
-        if self.version:
-            spec["version"] = self.version
-        if self.repository:
-            spec["repositoryOpts"] = {"repo": self.repository}
-        spec.update({"namespace": self.namespace, "values": self.values})
-        return Desired(
-            "operator",
-            self.name,
-            {
-                "apiVersion": "helm.sh/v4",
-                "kind": "Chart",
-                "metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": spec,
-            },
-            depends_on=self.depends_on,
-        )
-
-
 @dataclass
 class DesiredObjects:
     """Everything one stack wants, in registration order: what `build` makes from a spec. (Not a plan: "plan" is
     the capacity plan, gpupool.analysis.plan, and terraform's and pulumi's word for a change set.)"""
 
     chart: Chart  # the GPU Operator release (see Chart)
+    dra_chart: Chart | None = None  # NVIDIA's DRA driver release, where a pool uses DRA (gpupool.k8s.dra_install)
     objects: list[Desired] = field(default_factory=list)
     # pool name -> labels a selector-based node group must carry (gpupool cannot patch nodes it cannot name)
     node_group_labels: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -137,6 +102,10 @@ class DesiredObjects:
     # pool name -> the drains before an MPS pool's re-key (rollout.rekey_chain), registered like the mig steps.
     rekey_drains: dict[str, list[rollout.RekeyDrain]] = field(default_factory=dict)
 
+    def charts(self) -> list[Chart]:
+        """The releases, in registration order."""
+        return [self.chart] + ([self.dra_chart] if self.dra_chart else [])
+
     def by_component(self) -> dict[str, list[Desired]]:
         out: dict[str, list[Desired]] = {}
         for obj in self.objects:
@@ -151,16 +120,6 @@ def node_patch_name(pool: m.NodePool, node: str) -> str:
 
 
 # -- GPU Operator -------------------------------------------------------------------------------
-
-
-def deep_merge(base: dict, extra: dict) -> dict:
-    out = copy.deepcopy(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
 
 
 def _operand_env(base: list[dict[str, Any]], extra: dict[str, str]) -> list[dict[str, Any]]:
@@ -627,6 +586,7 @@ def build(
         ),
         mig_configs=mig_entries,
         plugin_configs=plugin_docs,
+        dra_chart=dra_install.chart(spec, depends_on=("gpu-operator-ns",)),
     )
     plan.objects += _operator_objects(opns, mig_text, list(kept), plugin_data, list(kept_plugin))
     for pool in spec.pools:

@@ -78,11 +78,14 @@ def objects(plan: DesiredObjects, operator: str = delivery.DEFAULT_MODE) -> list
     """The plan's objects as files for a plain apply (gpupool.k8s.gitops: one Node document per node, prune
     protection where retained) with the operator chart as MODE's objects, in registration order."""
     out = gitops.for_apply(list(plan.objects))
-    if plan.chart is not None:
-        chart_objects = delivery.objects(plan.chart, operator)
-        # Right after the config maps the chart depends on, as the component installs it.
-        at = max((i for i, o in enumerate(out) if o.name in plan.chart.depends_on), default=len(out) - 1) + 1
+    after = 0  # the end of the previous release's objects: the releases keep their order (DesiredObjects.charts)
+    for chart in plan.charts():
+        chart_objects = delivery.objects(chart, operator)
+        # Right after the objects the chart depends on, as the component installs it.
+        at = max((i for i, o in enumerate(out) if o.name in chart.depends_on), default=len(out) - 1) + 1
+        at = max(at, after)
         out[at:at] = chart_objects
+        after = at + len(chart_objects)
     return out
 
 
@@ -93,11 +96,13 @@ def render_documents(plan: DesiredObjects, operator: str = delivery.DEFAULT_MODE
     """file name -> text, in registration order. Patch objects are written as the patch gpupool applies."""
     out = {file_name(obj): _document(obj) for obj in objects(plan, operator)}
     resources = list(out)
-    if operator == "values" and plan.chart is not None:
-        hint = delivery.helm_install_hint(plan.chart, f"<dir>/{delivery.VALUES_FILE}")
-        out[delivery.VALUES_FILE] = (
-            f"# gpupool: GPU Operator chart values (not a Kubernetes object)\n# {hint}\n" + dump_yaml(plan.chart.values)
-        )
+    if operator == "values":
+        for chart, what in zip(plan.charts(), ("GPU Operator", "DRA driver"), strict=False):
+            name = delivery.VALUES_FILE if chart is plan.chart else delivery.values_file(chart)
+            hint = delivery.helm_install_hint(chart, f"<dir>/{name}")
+            out[name] = f"# gpupool: {what} chart values (not a Kubernetes object)\n# {hint}\n" + dump_yaml(
+                chart.values
+            )
     if plan.queues is not None:
         out[KUEUE_CONFIG_FILE] = (
             "# gpupool: the Configuration Kueue must run with for this platform's queues (not a Kubernetes object:\n"

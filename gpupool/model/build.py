@@ -146,7 +146,16 @@ class _Builder:
             mig_reboot=op.get("migRebootOnReconfigure", False),
             values=op.get("values", {}),
         )
-        return m.Cluster(raw["name"], raw.get("migStrategy", "mixed"), operator)
+        dra = raw.get("draDriver", {})
+        dra_path = dra.get("chartPath")
+        dra_driver = m.DraDriver(
+            install=dra.get("install", True),
+            chart_version=dra.get("chartVersion", m.DEFAULT_DRA_CHART_VERSION),
+            repository=dra.get("repository", m.DEFAULT_DRA_CHART_REPOSITORY),
+            chart_path=str(self.spec_dir / dra_path) if dra_path is not None else None,
+            values=dra.get("values", {}),
+        )
+        return m.Cluster(raw["name"], raw.get("migStrategy", "mixed"), operator, dra_driver)
 
     def oversubscription(self) -> m.Oversubscription:
         raw = self.data.get("oversubscription")

@@ -20,6 +20,10 @@ __all__ = ["MIG_PREFIX", "mig_resource"]  # re-exported: the model names MIG res
 DEFAULT_CHART_VERSION = "v26.7.0"
 DEFAULT_CHART_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
 DEFAULT_OPERATOR_NAMESPACE = "gpu-operator"
+# NVIDIA's DRA driver chart (kubernetes-sigs/dra-driver-nvidia-gpu; its OCI home: tests/bats/Makefile 23 of v0.4.1;
+# chart semver without the v, Chart.yaml 22). gpupool installs it beside ClusterPolicy for pools with `allocation: dra`.
+DEFAULT_DRA_CHART_VERSION = "0.4.1"
+DEFAULT_DRA_CHART_REPOSITORY = "oci://registry.k8s.io/dra-driver-nvidia/charts"
 GPU = "nvidia.com/gpu"
 SHARED_SUFFIX = ".shared"
 DEVICE_PLUGIN = "device-plugin"  # a pool's `allocation`: the NVIDIA device plugin advertises its devices (default)
@@ -56,10 +60,22 @@ class GpuOperator:
 
 
 @dataclass(frozen=True)
+class DraDriver:
+    """NVIDIA's DRA driver chart, installed when a pool has `allocation: dra` (gpupool.k8s.dra_driver)."""
+
+    install: bool = True  # False: the cluster has the driver already (installed and configured by its owners)
+    chart_version: str = DEFAULT_DRA_CHART_VERSION
+    repository: str = DEFAULT_DRA_CHART_REPOSITORY
+    chart_path: str | None = None
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Cluster:
     name: str
     mig_strategy: str = "mixed"
     operator: GpuOperator = field(default_factory=GpuOperator)
+    dra_driver: DraDriver = field(default_factory=DraDriver)
 
 
 @dataclass(frozen=True)

@@ -117,3 +117,65 @@ def dra_unknown_model(ctx: Context) -> None:
                 "the DRA classes of this pool cannot select its GPU product (not a model gpupool knows, GP250); "
                 "they match any GPU of their type the driver publishes",
             )
+
+
+def _dra_driver(ctx: Context) -> dict:
+    raw = ctx.data.get("cluster") if isinstance(ctx.data, dict) else None
+    driver = raw.get("draDriver") if isinstance(raw, dict) and ctx.usable(("cluster",)) else None
+    return driver if isinstance(driver, dict) else {}
+
+
+# The DRA driver's values gpupool derives (gpupool.k8s.dra_install), and what sets each.
+DERIVED_DRIVER_VALUES: dict[tuple[str, ...], str] = {
+    ("gpuResourcesEnabledOverride",): "the pools' allocation: dra (gpupool keeps the device plugin off their nodes)",
+    ("resources", "gpus", "enabled"): "the pools' allocation: dra",
+    ("kubeletPlugin", "affinity"): "the pools' allocation: dra (the kubelet plugin runs on their nodes only)",
+    ("kubeletPlugin", "nodeSelector"): "the pools' allocation: dra (the kubelet plugin runs on their nodes only)",
+}
+
+
+@rule("GP235", "DRA driver values may not override what gpupool derives from the spec")
+def dra_driver_derived_values(ctx: Context) -> None:
+    """`cluster.draDriver.values` is merged last into the DRA driver chart's values. Where its kubelet plugin runs
+    (DRA pools' nodes, and on MIG pools only once MIG Manager reports success, so it lists the partitions that
+    exist) and that it serves GPUs are derived from the pools; another node selection would publish devices of
+    nodes whose device plugin serves the same names, or partitions a re-layout removed.
+
+    Passes:
+        cluster: {name: dev, draDriver: {values: {logVerbosity: "6"}}}
+    Fails:
+        cluster: {name: dev, draDriver: {values: {kubeletPlugin: {nodeSelector: {gpu: "true"}}}}}
+    """
+    from gpupool.rules.security import refuse_derived
+
+    base = ("cluster", "draDriver", "values")
+    values = _dra_driver(ctx).get("values")
+    if isinstance(values, dict) and ctx.usable(base):
+        refuse_derived(ctx, base, values, DERIVED_DRIVER_VALUES)
+
+
+@rule("GP236", "the DRA driver chartPath does not exist or is outside the repository")
+def dra_driver_chart_path(ctx: Context) -> None:
+    """A local DRA driver chart (`cluster.draDriver.chartPath`, air-gapped use) is named relative to the spec, must
+    exist, and must stay inside the repository, links followed, as the operator's (GP101, GP102).
+
+    Passes:
+        cluster: {name: dev, draDriver: {chartVersion: 0.4.1}}
+    Fails:
+        cluster: {name: dev, draDriver: {chartPath: /opt/charts/dra-driver-nvidia-gpu}}
+    """
+    from gpupool.gpu import local_chart
+
+    chart_path = _dra_driver(ctx).get("chartPath")
+    if not isinstance(chart_path, str):
+        return
+    where = ("cluster", "draDriver", "chartPath")
+    why = local_chart.outside(ctx.spec_dir, chart_path)
+    if why:
+        ctx.error(where, f"{why}; commit the chart under the repository")
+    elif not (ctx.spec_dir / chart_path).exists():
+        ctx.error(
+            where,
+            f"does not exist (relative to {ctx.spec_dir}); give a chart directory or .tgz, or remove chartPath to "
+            "use the chart's OCI registry",
+        )

@@ -226,6 +226,27 @@ DERIVED_ENV = {"devicePlugin": "", "gfd": "", "migManager": "cluster.gpuOperator
 DERIVED_ENV_NAMES = ("GPUPOOL_",)
 
 
+def refuse_derived(ctx: Context, base: tuple, values: dict, derived: dict[tuple[str, ...], str]) -> None:
+    """An error for each key of DERIVED that VALUES (Helm values at BASE) sets, or replaces a section of."""
+    for keys, field in derived.items():
+        node: Any = values
+        for depth, key in enumerate(keys):
+            if not isinstance(node, dict) or key not in node:
+                break
+            here = keys[: depth + 1]
+            if depth == len(keys) - 1:
+                ctx.error(base + here, f"{'.'.join(keys)} is derived by gpupool; set {field} instead", key=True)
+            elif not isinstance(node[key], dict):
+                ctx.error(
+                    base + here,
+                    f"replaces the whole {key} section, which holds {'.'.join(keys)} that gpupool "
+                    f"derives from {field}; give {key} as a mapping of the values to change",
+                    key=True,
+                )
+                break
+            node = node[key]
+
+
 @rule("GP808", "operator values may not override what gpupool derives from the spec")
 def derived_values(ctx: Context) -> None:
     """`cluster.gpuOperator.values` is merged last into the chart's values. The MIG strategy, the MIG Manager
@@ -246,23 +267,7 @@ def derived_values(ctx: Context) -> None:
     values = _get(ctx.data, *base)
     if not isinstance(values, dict) or not ctx.usable(base):
         return
-    for keys, field in DERIVED_VALUES.items():
-        node: Any = values
-        for depth, key in enumerate(keys):
-            if not isinstance(node, dict) or key not in node:
-                break
-            here = keys[: depth + 1]
-            if depth == len(keys) - 1:
-                ctx.error(base + here, f"{'.'.join(keys)} is derived by gpupool; set {field} instead", key=True)
-            elif not isinstance(node[key], dict):
-                ctx.error(
-                    base + here,
-                    f"replaces the whole {key} section, which holds {'.'.join(keys)} that gpupool "
-                    f"derives from {field}; give {key} as a mapping of the values to change",
-                    key=True,
-                )
-                break
-            node = node[key]
+    refuse_derived(ctx, base, values, DERIVED_VALUES)
     for operand, field in DERIVED_ENV.items():
         section = values.get(operand)
         if not isinstance(section, dict) or "env" not in section:

@@ -61,8 +61,8 @@ def compute(base: m.Spec | None, head: m.Spec | None) -> SpecDiff:
     built_a = manifests.build(head) if head else None
     plugin, moved = plugin_changes(built_b, built_a)
     # The operator chart is compared like the objects (its values are what the operator receives).
-    base_objects = built_b.objects + [built_b.chart.record()] if built_b else []
-    head_objects = built_a.objects + [built_a.chart.record()] if built_a else []
+    base_objects = built_b.objects + [c.record() for c in built_b.charts()] if built_b else []
+    head_objects = built_a.objects + [c.record() for c in built_a.charts()] if built_a else []
     mig = [with_evicted_tenants(base, head, c) for c in mig_changes(base, head, built_b, built_a)] if head else []
     return SpecDiff(
         tenants=_tenants(base, head, base_objects),

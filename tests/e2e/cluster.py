@@ -275,6 +275,10 @@ class ControlPlane:
                 f"--token-auth-file={tokens}",
                 "--authorization-mode=RBAC",
                 "--anonymous-auth=true",
+                # As kubeadm runs it (v1.36.3 cmd/kubeadm/app/phases/controlplane/manifests.go 200); the default
+                # (false) refuses privileged containers, which the GPU stack's DaemonSets have (the DRA driver's
+                # kubelet plugin: tests/e2e/test_dra_driver.py).
+                "--allow-privileged=true",
                 f"--enable-admission-plugins={','.join(ADMISSION_PLUGINS)}",
                 f"--disable-admission-plugins={','.join(DISABLED_ADMISSION)}",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",

@@ -14,6 +14,7 @@ in which case they fail loudly. ``GPUPOOL_E2E_KEEP=1`` keeps the control plane's
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -135,6 +136,31 @@ SCHEDULER = ("kube-scheduler",)
 def scheduler_bin() -> Path:
     """The toolchain bin dir, checked for the control plane and kube-scheduler (ControlPlane.start_scheduler)."""
     return _checked_bin_dir(BINARIES + SCHEDULER)
+
+
+DRA_DRIVER_MODULE = "sigs.k8s.io/dra-driver-nvidia-gpu"
+DRA_DRIVER_CHART_DIR = "deployments/helm/dra-driver-nvidia-gpu"
+
+
+@pytest.fixture(scope="session")
+def dra_driver_chart() -> Path:
+    """NVIDIA's DRA driver chart at the version gpupool pins (gpupool.model.platform.DEFAULT_DRA_CHART_VERSION), the
+    real one: the Go module proxy serves the driver's module zip, which holds the chart (the OCI registry is out of
+    reach here). Downloaded into the Go module cache, outside the repository; read-only there, so copy it."""
+    from gpupool.model.platform import DEFAULT_DRA_CHART_VERSION
+
+    if not shutil.which("go"):
+        _unavailable("go not found (the DRA driver chart comes from the Go module proxy)")
+    module = f"{DRA_DRIVER_MODULE}@v{DEFAULT_DRA_CHART_VERSION}"
+    env = {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local", "GOWORK": "off"}
+    p = subprocess.run(["go", "mod", "download", "-json", module], capture_output=True, text=True, env=env, timeout=300)
+    info = json.loads(p.stdout or "{}")
+    if p.returncode != 0 or info.get("Error") or not info.get("Dir"):
+        _unavailable(f"go mod download {module}: {info.get('Error') or p.stderr.strip()[-300:]}")
+    chart = Path(info["Dir"]) / DRA_DRIVER_CHART_DIR
+    if not (chart / "Chart.yaml").is_file():
+        _unavailable(f"{module} has no chart at {DRA_DRIVER_CHART_DIR}")
+    return chart
 
 
 @pytest.fixture(scope="session")

@@ -148,7 +148,13 @@ def cluster(scheduler_bin, private_control_plane, tmp_path_factory):
     shutil.copytree(STACK, stack)
     text = (stack / "spec.yaml").read_text()
     assert text.count("\nnodePools:\n") == 1
-    (stack / "spec.yaml").write_text(text.replace("\nnodePools:\n", "\nnodePools:" + WHOLE_POOL, 1))
+    text = text.replace("\nnodePools:\n", "\nnodePools:" + WHOLE_POOL, 1)
+    # The driver is played by dra_driver_sim (its slices and classes), so the release is not rendered: a values
+    # file cannot carry the chart's post-render patch that a whole-GPU DRA pool needs (tests/test_dra_install.py).
+    assert "\ncluster:\n  name: dra\n" in text
+    (stack / "spec.yaml").write_text(
+        text.replace("\ncluster:\n  name: dra\n", "\ncluster:\n  name: dra\n  draDriver: {install: false}\n", 1)
+    )
     (stack / "tenants" / "vision.yaml").write_text(VISION)
     cp.start_scheduler()
     # Nodes as their kubelets would register them: the A100 node advertises no MIG resource (the device plugin is

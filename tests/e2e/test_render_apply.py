@@ -155,7 +155,8 @@ def test_the_rendered_objects_pass_a_server_side_dry_run(stack, cluster, tmp_pat
         "RoleBinding",
         "Node",
     }
-    assert len(chart) == 2
+    releases = 2 if stack == "dra" else 1  # the DRA driver's release beside the GPU Operator's
+    assert len(chart) == 2 * releases
 
 
 @pytest.mark.parametrize(
@@ -168,6 +169,25 @@ def test_the_chart_objects_are_valid_against_the_flux_and_argo_cd_crds(operator,
     p = _dry_run(cluster, chart, tmp_path)
     assert p.returncode == 0, p.stderr
     assert p.stdout.count("serverside-applied (server dry run)") == len(chart), p.stdout
+
+
+def test_the_dra_drivers_oci_repository_and_post_renderer_are_valid_flux(cluster, tmp_path):
+    """The DRA driver's release as Flux gets it where a DRA pool serves whole GPUs: an OCI HelmRepository and a
+    HelmRelease whose kustomize post-renderer removes the chart class's nvidia.com/gpu mapping (docs/dra.md)."""
+    work = tmp_path / "dra"
+    shutil.copytree(REPO / "stacks" / "dra", work)
+    spec = work / "spec.yaml"
+    whole = "  - {name: h100-dra, gpu: H100-80GB, gpusPerNode: 2, nodes: [dev-gpu-h100-1], allocation: dra}\n"
+    spec.write_text(spec.read_text().replace("\nnodePools:\n", "\nnodePools:\n" + whole, 1))
+    out = tmp_path / "out"
+    assert main(["render", str(spec), "--output-dir", str(out), "--operator", "helmrelease"]) == 0
+    chart = [out / "dra-driver-nvidia-gpu-helmrepository.yaml", out / "dra-driver-nvidia-gpu-helmrelease.yaml"]
+    assert yaml.safe_load(chart[0].read_text())["spec"]["type"] == "oci"
+    assert yaml.safe_load(chart[1].read_text())["spec"]["postRenderers"]
+    cluster.kubectl("create", "namespace", "gpu-operator", check=False)
+    p = _dry_run(cluster, chart, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("serverside-applied (server dry run)") == 2, p.stdout
 
 
 def test_the_crd_check_can_fail(cluster, tmp_path):

@@ -30,7 +30,8 @@ from pathlib import Path
 import pulumi
 
 from gpupool.analysis import plan as capacity_plan
-from gpupool.k8s import dra, kueue, manifests
+from gpupool.k8s import desired, dra, kueue, manifests
+from gpupool.k8s.desired import pool_component, tenant_component, tenant_prefix
 from gpupool.k8s.manifests import Desired
 from gpupool.model import platform as m
 from gpupool.model import sharding
@@ -231,11 +232,11 @@ class GpuPlatform(pulumi.ComponentResource):
         self.tenant_components: dict[str, Tenant] = {}
         for tenant in held:
             self.tenant_components[tenant.name] = Tenant(
-                f"{name}-{TENANT_PREFIX}{tenant.name}",
+                f"{name}-{tenant_prefix(tenant.name)}",
                 tenant.name,
-                parts[f"tenant:{tenant.name}"],
+                parts[tenant_component(tenant.name)],
                 registry,
-                opts_for(f"{TENANT_PREFIX}{tenant.name}", Tenant.TYPE),
+                opts_for(tenant_prefix(tenant.name), Tenant.TYPE),
             )
 
         outputs = platform_outputs(spec, plan, role, held)
@@ -265,14 +266,14 @@ class GpuPlatform(pulumi.ComponentResource):
         MigConfig(
             f"{name}-mig-config",
             one("mig-config", "ConfigMap"),
-            {p: c["migConfig"] for p, c in plan.pool_configs.items() if c["migConfig"]},
+            {p: c.mig for p, c in plan.pool_configs.items() if c.mig},
             registry,
             opts_for("mig-config", MigConfig.TYPE),
         )
         DevicePluginConfig(
             f"{name}-device-plugin-config",
             one("device-plugin-config", "ConfigMap"),
-            {p: c["devicePluginConfig"] for p, c in plan.pool_configs.items()},
+            {p: c.device_plugin for p, c in plan.pool_configs.items()},
             registry,
             opts_for("device-plugin-config", DevicePluginConfig.TYPE),
         )
@@ -281,7 +282,7 @@ class GpuPlatform(pulumi.ComponentResource):
             self.node_pools[pool.name] = NodePool(
                 f"{name}-pool-{pool.name}",
                 pool.name,
-                parts.get(f"pool:{pool.name}", []),
+                parts.get(pool_component(pool.name), []),
                 plan.node_group_labels.get(pool.name),
                 registry,
                 opts_for(f"pool-{pool.name}", NodePool.TYPE),
@@ -310,7 +311,7 @@ class GpuPlatform(pulumi.ComponentResource):
             pulumi.export(key, value)
 
 
-TENANT_PREFIX = "tenant-"  # a Tenant component is <platform>-tenant-<name> (gpupool.analysis.shard_moves reads it)
+TENANT_PREFIX = desired.TENANT_PREFIX  # a Tenant component is <platform>-tenant-<name> (shard_moves reads it back)
 OUTPUT_ATTRS = {
     "capacity": "capacity",
     "granted": "granted",
@@ -358,6 +359,6 @@ def platform_outputs(
         "allowed": {r.resource: r.allowed for r in resources},
         "headroom": {r.resource: r.headroom for r in resources},
         "tenants": tenant_outputs(spec, tenants),
-        "poolConfigs": plan.pool_configs,
+        "poolConfigs": {p: c.output() for p, c in plan.pool_configs.items()},
         "nodeGroupLabels": plan.node_group_labels,
     }

@@ -173,12 +173,12 @@ def check_derived_names(plan: manifests.DesiredObjects) -> None:
     mig = yaml.safe_load(next(o for o in plan.objects if o.name == "mig-config").manifest["data"]["config.yaml"])
     plugin_keys, mig_names = {}, {}
     for pool, config in plan.pool_configs.items():
-        key = config["devicePluginConfig"]
+        key = config.device_plugin
         assert key in plugin, (pool, key)
         plugin_keys.setdefault(key, set()).add(pool)
-        if config["migConfig"]:
-            assert config["migConfig"] in mig["mig-configs"], (pool, config["migConfig"])
-            mig_names.setdefault(config["migConfig"], set()).add(pool)
+        if config.mig:
+            assert config.mig in mig["mig-configs"], (pool, config.mig)
+            mig_names.setdefault(config.mig, set()).add(pool)
     # A shared pool's key is its own (its name, or for MPS its name cut to fit plus "." and its config's hash:
     # manifests.mps_config_key); only unshared pools share the default key.
     for key, pools in plugin_keys.items():
@@ -197,7 +197,7 @@ def _mig_entries_by_name(spec, plan) -> None:
     for pool in spec.pools:
         if pool.sharing.mig:
             entries = gpu_configs._mig_entries(pool)
-            by_name.setdefault(plan.pool_configs[pool.name]["migConfig"], []).append(entries)
+            by_name.setdefault(plan.pool_configs[pool.name].mig, []).append(entries)
     for name, entries in by_name.items():
         assert all(e == entries[0] for e in entries), f"MIG config {name} stands for two layouts"
 
@@ -259,8 +259,8 @@ def test_names_that_collided_before_are_distinct(tmp_path):
     check_derived_names(plan)
     patches = sorted(o.name for o in plan.objects if o.kind == "Node")
     assert "pool-a-b.c" in patches and "pool-a.b-c" in patches
-    assert plan.pool_configs["a"]["devicePluginConfig"] == manifests.EXCLUSIVE_KEY
-    assert plan.pool_configs["exclusive"]["devicePluginConfig"] == "exclusive"
+    assert plan.pool_configs["a"].device_plugin == manifests.EXCLUSIVE_KEY
+    assert plan.pool_configs["exclusive"].device_plugin == "exclusive"
     documents = render.render_documents(plan)
     render.write(documents, tmp_path / "out")
     from gpupool.k8s.gitops import KUSTOMIZATION_FILE
@@ -297,6 +297,6 @@ def test_per_gpu_layouts_with_the_same_readable_name_get_different_config_names(
     result = validate_file(path, cwd=tmp_path)
     assert result.ok, [d.render() for d in result.report.diagnostics]
     plan = manifests.build(result.spec)
-    assert plan.pool_configs["p"]["migConfig"] != plan.pool_configs["q"]["migConfig"]
+    assert plan.pool_configs["p"].mig != plan.pool_configs["q"].mig
     _mig_entries_by_name(result.spec, plan)
     check_derived_names(plan)

@@ -57,20 +57,20 @@ def _node_label(plan, node: str) -> str:
 
 def test_a_replicas_edit_gives_the_mps_pool_a_new_key_and_its_node_a_new_label(tmp_path):
     before, after = _plan(tmp_path, 2), _plan(tmp_path, 4)
-    key_b, key_a = before.pool_configs["mps"]["devicePluginConfig"], after.pool_configs["mps"]["devicePluginConfig"]
+    key_b, key_a = before.pool_configs["mps"].device_plugin, after.pool_configs["mps"].device_plugin
     assert key_b != key_a and key_b.startswith("mps.") and key_a.startswith("mps.")
     assert _node_label(before, "n1") == key_b and _node_label(after, "n1") == key_a
     assert yaml.safe_load(_plugin_data(after)[key_a])["sharing"]["mps"]["resources"][0]["replicas"] == 4
     assert key_b not in _plugin_data(after)
     # Deterministic: the same spec, the same key.
-    assert _plan(tmp_path, 4).pool_configs["mps"]["devicePluginConfig"] == key_a
+    assert _plan(tmp_path, 4).pool_configs["mps"].device_plugin == key_a
     # Time-slicing keeps its key: its readers (device plugin, GFD) are rolled by the operator on the env hash.
-    assert before.pool_configs["ts"]["devicePluginConfig"] == after.pool_configs["ts"]["devicePluginConfig"] == "ts"
+    assert before.pool_configs["ts"].device_plugin == after.pool_configs["ts"].device_plugin == "ts"
 
 
 def test_a_63_character_pool_name_still_gives_a_label_value(tmp_path):
     pool = "m" * 63
-    key = _plan(tmp_path, 2, pool=pool).pool_configs[pool]["devicePluginConfig"]
+    key = _plan(tmp_path, 2, pool=pool).pool_configs[pool].device_plugin
     assert len(key) == 63 and key.startswith("m" * 54 + ".")
 
 
@@ -107,7 +107,7 @@ def test_the_same_key_with_new_content_never_reaches_the_daemon(tmp_path):
     before, after = _plan(tmp_path, 2), _plan(tmp_path, 4)
 
     def same_key(plan):
-        key = plan.pool_configs["mps"]["devicePluginConfig"]
+        key = plan.pool_configs["mps"].device_plugin
         data = dict(_plugin_data(plan))
         data["mps"] = data.pop(key)
         return data

@@ -23,7 +23,7 @@ def _spec(replicas=2, **ro) -> m.Spec:
 def test_each_node_is_cordoned_drained_relabelled_and_uncordoned_in_waves():
     plan = manifests.build(_spec(max_unavailable=2))
     objs = {o.name: o for o in plan.objects if o.component == "pool:mps"}
-    key = plan.pool_configs["mps"]["devicePluginConfig"]
+    key = plan.pool_configs["mps"].device_plugin
     drains = {d.node: d for d in plan.rekey_drains["mps"]}
     assert list(drains) == list(NODES) and all(d.key == key for d in drains.values())
     for n in NODES:

@@ -22,13 +22,14 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from gpupool.k8s.desired import TENANT_PREFIX
 from gpupool.model import sharding
 
 TENANT_TYPE = "gpupool:tenancy:Tenant"
 PLATFORM_TYPE = "gpupool:index:GpuPlatform"
 # components/platform.py names each Tenant component <platform>-tenant-<name> under its GpuPlatform;
 # gpupool 0.1's program named it tenant-<name> at the stack's root.
-TENANT_NAME_PREFIX = "tenant-"
+TENANT_NAME_PREFIX = TENANT_PREFIX
 
 
 def _urn_name(urn: str) -> str:

@@ -29,13 +29,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gpupool.k8s.desired import TENANT_COMPONENT, tenant_component
 from gpupool.model import platform as m
 from gpupool.model import sharding
 
 TAG = "gpupool:inputs"  # the stack tag that records the fingerprint of the last successful up
 SHARD_KEY = "gpupool:shard"
 CHART_KEY = "gpupool:operatorChartPath"
-TENANT_COMPONENT = "tenant:"
 # A secret config value enters through a slow salted hash: the tag is readable by whoever reads the
 # backend's stack list, and a plain sha256 of a short secret could be searched for.
 SECRET_ROUNDS = 200_000
@@ -94,7 +94,7 @@ class StackInputs:
         spec, plan, parts = self._build(chart_path)
         held = set(sharding.held_by(role, [t.name for t in spec.tenants], spec.tenant_shards))
         tenants = [t for t in spec.tenants if t.name in held]
-        mine = {f"{TENANT_COMPONENT}{name}" for name in held}
+        mine = {tenant_component(name) for name in held}
         objects = [
             o
             for component_name, objs in parts.items()

@@ -13,6 +13,26 @@ LABEL_POOL = "gpupool.dev/pool"
 LABEL_TENANT = "gpupool.dev/tenant"
 LABEL_TIER = "gpupool.dev/tier"
 
+# Component names, one spelling each: the group a desired object belongs to (Desired.component), which the
+# Pulumi components register together and the stack inputs, the diff and the shard moves read back.
+TENANT_COMPONENT = "tenant:"
+POOL_COMPONENT = "pool:"
+# A tenant's objects' Pulumi names start `tenant-<name>`, and so does its Tenant component's (after its platform's
+# name: components/platform.py), which gpupool.analysis.shard_moves reads back out of a state.
+TENANT_PREFIX = "tenant-"
+
+
+def tenant_component(tenant: str) -> str:
+    return f"{TENANT_COMPONENT}{tenant}"
+
+
+def tenant_prefix(tenant: str) -> str:
+    return f"{TENANT_PREFIX}{tenant}"
+
+
+def pool_component(pool: str) -> str:
+    return f"{POOL_COMPONENT}{pool}"
+
 
 @dataclass(frozen=True)
 class Desired:

@@ -19,6 +19,7 @@ from gpupool.k8s.desired import LABEL_TENANT as LABEL_TENANT
 from gpupool.k8s.desired import LABEL_TIER as LABEL_TIER
 from gpupool.k8s.desired import MANAGED_BY as MANAGED_BY  # re-exported: every builder's label
 from gpupool.k8s.desired import Desired as Desired  # re-exported: the objects' type, for the components
+from gpupool.k8s.desired import pool_component, tenant_component, tenant_prefix
 from gpupool.k8s.gpu_configs import (  # re-exported: the configs' builders, for the diff and the components
     EXCLUSIVE_KEY as EXCLUSIVE_KEY,
 )
@@ -80,6 +81,19 @@ def priority_revision(value: int, preemption_policy: str) -> str:
     return f"{value} {preemption_policy}"
 
 
+@dataclass(frozen=True)
+class PoolConfig:
+    """The two configs a pool's nodes are labelled with: MIG Manager's (empty where it configures nothing: GPUs
+    without MIG) and the device plugin's sharing key."""
+
+    mig: str
+    device_plugin: str
+
+    def output(self) -> dict[str, str]:
+        """As the stack outputs (`poolConfigs`) and the components' outputs spell it."""
+        return {"migConfig": self.mig, "devicePluginConfig": self.device_plugin}
+
+
 @dataclass
 class DesiredObjects:
     """Everything one stack wants, in registration order: what `build` makes from a spec. (Not a plan: "plan" is
@@ -90,7 +104,7 @@ class DesiredObjects:
     objects: list[Desired] = field(default_factory=list)
     # pool name -> labels a selector-based node group must carry (gpupool cannot patch nodes it cannot name)
     node_group_labels: dict[str, dict[str, str]] = field(default_factory=dict)
-    pool_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    pool_configs: dict[str, PoolConfig] = field(default_factory=dict)
     # The two ConfigMaps' contents as data (what their YAML is dumped from): for the diff, which reads them
     # without parsing the rendered text back.
     mig_configs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # config name -> mig-parted entries
@@ -221,7 +235,7 @@ def tenant_objects(
     labels = {**MANAGED_BY, LABEL_TENANT: tenant.name, LABEL_TIER: tenant.tier}
     if tenant.cost_center:
         labels[LABEL_COST_CENTER] = tenant.cost_center
-    s = _TenantScope(f"tenant:{tenant.name}", f"tenant-{tenant.name}", tenant.namespace, labels)
+    s = _TenantScope(tenant_component(tenant.name), tenant_prefix(tenant.name), tenant.namespace, labels)
     ns_labels = {**tenant.labels, **labels, "pod-security.kubernetes.io/enforce": "baseline"}
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": s.ns, "labels": ns_labels}}
     # Offboarded tenants keep their namespace until removed from the spec, but may start no GPU work.
@@ -362,7 +376,7 @@ def max_per_pod_objects(spec: m.Spec, tenant: m.Tenant) -> list[Desired]:
     singles = [r for r in spec.one_per_container() if tenant.gpus.get(r) and not tenant.offboarded]
     if not limits and not singles:
         return []
-    comp, base = f"tenant:{tenant.name}", f"tenant-{tenant.name}"
+    comp, base = tenant_component(tenant.name), tenant_prefix(tenant.name)
     labels = {**MANAGED_BY, LABEL_TENANT: tenant.name}
     return [
         Desired(comp, f"{base}-max-per-pod", admission.policy(tenant, limits, labels, singles)),
@@ -377,7 +391,7 @@ def dra_guard_objects(spec: m.Spec, tenant: m.Tenant, grants: Mapping[str, int])
     the per-pod maximums: it follows the spec (the quota, retained, still bounds the tenant)."""
     if not spec.dra_pools:
         return []
-    comp, base = f"tenant:{tenant.name}", f"tenant-{tenant.name}"
+    comp, base = tenant_component(tenant.name), tenant_prefix(tenant.name)
     labels = {**MANAGED_BY, LABEL_TENANT: tenant.name}
     classes = dra.granted_classes(spec, dict(grants))
     return [
@@ -478,13 +492,10 @@ def _add_pool(
     if pool.name in mig_by_pool:
         labels[LABEL_MIG_CONFIG] = mig_by_pool[pool.name]
     labels = dict(sorted(labels.items()))
-    plan.pool_configs[pool.name] = {
-        "migConfig": mig_by_pool.get(pool.name, ""),
-        "devicePluginConfig": plugin_by_pool[pool.name],
-    }
+    plan.pool_configs[pool.name] = PoolConfig(mig_by_pool.get(pool.name, ""), plugin_by_pool[pool.name])
     if pool.node_selector:
         plan.node_group_labels[pool.name] = labels
-    comp = f"pool:{pool.name}"
+    comp = pool_component(pool.name)
     # MIG-capable named nodes get their mig.config label through the rolling chain (gpupool.k8s.rollout), whose
     # mig step relabels; the pool patch comes after the chain and carries the final labels, that one too (the
     # value is already there then, so MIG Manager, which answers a changed value only, sees nothing; and a

@@ -255,8 +255,8 @@ def _assert_node_labels(cp: ControlPlane, stack: str) -> None:
     for pool in spec.pools:
         for node in pool.nodes:
             want = dict(by_name[manifests.node_patch_name(pool, node)].manifest["metadata"]["labels"])
-            if plan.pool_configs[pool.name]["migConfig"]:
-                want["nvidia.com/mig.config"] = plan.pool_configs[pool.name]["migConfig"]
+            if plan.pool_configs[pool.name].mig:
+                want["nvidia.com/mig.config"] = plan.pool_configs[pool.name].mig
             live = json.loads(cp.kubectl("get", "node", node, "-o", "json").stdout)["metadata"]["labels"]
             assert want.items() <= live.items(), (node, want, live)
             checked += 1

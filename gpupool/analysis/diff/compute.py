@@ -18,6 +18,7 @@ from gpupool.analysis.diff.result import SpecDiff
 from gpupool.analysis.diff.stacks import holder, stack_moves
 from gpupool.analysis.diff.tenants import TenantChange, tenant_changes
 from gpupool.k8s import manifests, render
+from gpupool.k8s.desired import tenant_component
 from gpupool.model import platform as m
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ def _tenants(base: m.Spec | None, head: m.Spec | None, base_objects: list[manife
     tenants = []
     for t in tenant_changes(base, head):
         if t.kind == Kind.REMOVED:
-            mine = [o for o in base_objects if o.component == f"tenant:{t.name}"]
+            mine = [o for o in base_objects if o.component == tenant_component(t.name)]
             t = replace(
                 t,
                 retained_objects=tuple(render.file_name(o) for o in mine if o.retain_on_delete),

@@ -39,14 +39,14 @@ def mig_config_by_pool(built: manifests.DesiredObjects | None) -> dict[str, str]
     """pool -> mig-parted config name (MIG-capable pools only), as manifests.build derived it."""
     if built is None:
         return {}
-    return {pool: c["migConfig"] for pool, c in built.pool_configs.items() if c["migConfig"]}
+    return {pool: c.mig for pool, c in built.pool_configs.items() if c.mig}
 
 
 def _plugin_by_pool(built: manifests.DesiredObjects | None) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """(device-plugin config per ConfigMap key, as data; pool -> key), as manifests.build derived them."""
     if built is None:
         return {}, {}
-    return built.plugin_configs, {pool: c["devicePluginConfig"] for pool, c in built.pool_configs.items()}
+    return built.plugin_configs, {pool: c.device_plugin for pool, c in built.pool_configs.items()}
 
 
 def _plugin_summary(doc: Mapping[str, Any] | None) -> tuple[str | None, int | None]:

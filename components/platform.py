@@ -88,7 +88,7 @@ class GpuPlatformArgs:
 
         config = config or pulumi.Config(CONFIG_NAMESPACE)
         try:
-            keep = shard_moves.keep_from_env()
+            keep = shard_moves.parse_keep(config.get(shard_moves.KEEP_SETTING))
         except ValueError as exc:
             raise pulumi.RunError(f"{exc}; nothing was registered") from None
         return cls(

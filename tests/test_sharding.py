@@ -243,15 +243,16 @@ def test_each_stack_registers_its_part(tmp_path, monkeypatch):
 def test_the_release_pass_keeps_only_the_named_tenants(tmp_path, monkeypatch):
     spec = _sharded_spec(tmp_path, 1)
     monkeypatch.chdir(tmp_path)
-    # What gpupool stacks sets for a release pass (shard_moves.keep_env, the writer beside its reader).
-    ((name, value),) = shard_moves.keep_env(("research",)).items()
-    monkeypatch.setenv(name, value)
-    mocks, _, error = run_program({"spec": str(spec), "shard": "tenants-0"}, stack="dev.tenants-0")
+    # What gpupool stacks sets for a release pass (shard_moves.keep_config, the writer beside its reader).
+    ((key, value),) = shard_moves.keep_config(("research",)).items()
+    setting = key.split(":", 1)[1]
+    mocks, _, error = run_program({"spec": str(spec), "shard": "tenants-0", setting: value}, stack="dev.tenants-0")
     assert error is None, error
     assert _registered_tenants(mocks) == ["research"]
-    monkeypatch.setenv(name, "{not json")
-    mocks, _, error = run_program({"spec": str(spec), "shard": "tenants-0"}, stack="dev.tenants-0")
-    assert error is not None and "GPUPOOL_KEEP_TENANTS" in str(error) and _registered_tenants(mocks) == []
+    mocks, _, error = run_program(
+        {"spec": str(spec), "shard": "tenants-0", setting: "{not json"}, stack="dev.tenants-0"
+    )
+    assert error is not None and shard_moves.KEEP_KEY in str(error) and _registered_tenants(mocks) == []
 
 
 def test_a_bad_shard_value_registers_nothing(tmp_path, monkeypatch):

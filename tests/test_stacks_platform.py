@@ -23,6 +23,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 pytest.importorskip("pulumi")
 
@@ -97,8 +98,11 @@ class FakeStack:
     def __init__(self, world: World, platform: stacks.Platform, name: str):
         self.w, self.p, self.name = world, platform, name
 
-    def _call(self, op: str, **extra) -> None:
-        keep = self.p.env.get(shard_moves.KEEP_ENV)
+    def _call(self, op: str, config_file: str | None = None, **extra) -> None:
+        # A release pass's keep list is a setting of its run only: in the --config-file copy, never the stack file.
+        keep = None
+        if config_file:
+            keep = (yaml.safe_load(Path(config_file).read_text())["config"] or {}).get(shard_moves.KEEP_KEY)
         self.w.calls.append((op, self.name, keep, *sorted(extra.items())))
 
     def get_all_config(self):
@@ -109,11 +113,11 @@ class FakeStack:
         self.w.config.setdefault(self.name, {}).update(config)
 
     def preview(self, **kw):
-        self._call("preview", expect_no_changes=bool(kw.get("expect_no_changes")))
+        self._call("preview", kw.get("config_file"), expect_no_changes=bool(kw.get("expect_no_changes")))
         return SimpleNamespace(stdout=f"preview of {self.name}\n", change_summary={"same": 3})
 
-    def _state_changing(self, op: str):
-        self._call(op)
+    def _state_changing(self, op: str, config_file: str | None = None):
+        self._call(op, config_file)
         if self.w.lock is not None:
             raise auto.ConcurrentUpdateError(_failed(self.w.lock, 255))
         if self.name in self.w.fail:
@@ -123,7 +127,7 @@ class FakeStack:
         return SimpleNamespace(summary=SimpleNamespace(resource_changes={"same": 3, "update": 1}))
 
     def up(self, **kw):
-        return self._state_changing("up")
+        return self._state_changing("up", kw.get("config_file"))
 
     def refresh(self, **kw):  # the read before an up (gpupool.deploy.stacks.Platform._read_cluster)
         self.w.refreshes.append((self.name, "refresh", kw))
@@ -134,7 +138,7 @@ class FakeStack:
         return SimpleNamespace(stdout=f"drift of {self.name}\n", change_summary={"same": 2, "delete": 1})
 
     def destroy(self, **kw):
-        return self._state_changing("destroy")
+        return self._state_changing("destroy", kw.get("config_file"))
 
     def cancel(self):
         self._call("cancel")
@@ -250,7 +254,9 @@ def test_a_failed_release_pass_stops_the_run_before_any_shard_adopts(project, tm
         p.run("up")
     assert _ops(world, "up") == [("dev", "[]")], world.calls
     assert stacks.summary(p.outcomes) == "dev: up failed (error: update failed)\n"
-    assert shard_moves.KEEP_ENV not in p.env  # the release pass's variable does not outlive it
+    assert not any(shard_moves.KEEP_SETTING in k for k in p.env)  # the keep list is no environment variable
+    stack_file = project / "Pulumi.dev.yaml"  # nor in the stack file
+    assert not stack_file.exists() or shard_moves.KEEP_SETTING not in stack_file.read_text()
 
 
 def test_a_failed_shard_stops_the_later_ones(project, tmp_path):

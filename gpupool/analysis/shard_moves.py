@@ -7,7 +7,7 @@ the new holder's objects and leave its state believing they exist. So a run that
 passes (`gpupool stacks up`, gpupool/deploy/stacks.py, takes them in the order of :func:`steps`):
 
 1. release: every stack that holds a tenant it is no longer assigned runs with only the tenants it both
-   holds and is assigned (GPUPOOL_KEEP_TENANTS), so it deletes or forgets the leaving ones and creates none;
+   holds and is assigned (the run setting gpupool:keepTenants), so it deletes or forgets the leaving ones and creates none;
 2. apply: every stack runs with all its tenants.
 
 What a stack holds is read from its state (`pulumi stack export`), not from its outputs: a dead run leaves
@@ -18,12 +18,12 @@ recomputes both passes from the states, so no order of failures lets two stacks 
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 
 from gpupool.k8s.desired import TENANT_PREFIX
 from gpupool.model import sharding
+from gpupool.spec.stack import CONFIG_NAMESPACE
 
 TENANT_TYPE = "gpupool:tenancy:Tenant"
 PLATFORM_TYPE = "gpupool:index:GpuPlatform"
@@ -176,26 +176,27 @@ def steps(op: str, runs: list[StackRun]) -> list[tuple[StackRun, tuple[str, ...]
     raise ValueError(f"unknown op {op!r}")
 
 
-# The release pass tells the program which tenants it keeps through one environment variable, an inline
-# JSON list of names, written and read here (gpupool stacks sets it; components/platform.py reads it).
-KEEP_ENV = "GPUPOOL_KEEP_TENANTS"
+# The release pass tells the program which tenants it keeps through one stack setting of that run only, an inline
+# JSON list of names: `gpupool stacks` hands it over as the run's --config-file (gpupool.deploy.run_config, so the
+# committed stack file never holds it), components/platform.py reads it. Written and read here.
+KEEP_SETTING = "keepTenants"
+KEEP_KEY = f"{CONFIG_NAMESPACE}:{KEEP_SETTING}"
 
 
-def keep_env(keep: tuple[str, ...] | None) -> dict[str, str]:
-    """The environment of a release pass that keeps KEEP (nothing for an ordinary run)."""
-    return {} if keep is None else {KEEP_ENV: json.dumps(list(keep))}
+def keep_config(keep: tuple[str, ...] | None) -> dict[str, str]:
+    """The run settings of a release pass that keeps KEEP (nothing for an ordinary run)."""
+    return {} if keep is None else {KEEP_KEY: json.dumps(list(keep))}
 
 
-def keep_from_env(environ: dict[str, str] | None = None) -> set[str] | None:
-    """The tenants the running release pass keeps, or None outside one; ValueError when the value is not a
-    JSON list of names."""
-    value = (os.environ if environ is None else environ).get(KEEP_ENV)
+def parse_keep(value: str | None) -> set[str] | None:
+    """The tenants the running release pass keeps (the KEEP_KEY setting), or None outside one; ValueError when the
+    value is not a JSON list of names."""
     if not value:
         return None
     try:
         names = json.loads(value)
     except ValueError:
-        raise ValueError(f"{KEEP_ENV}: not JSON") from None
+        raise ValueError(f"{KEEP_KEY}: not JSON") from None
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise ValueError(f"{KEEP_ENV}: not a JSON list of tenant names")
+        raise ValueError(f"{KEEP_KEY}: not a JSON list of tenant names")
     return set(names)

@@ -280,21 +280,18 @@ class Platform:
     ) -> None:
         """OP on STACK (a release pass when KEEP); after a successful up, RECORD is the inputs fingerprint
         recorded in its tag (None: nothing is recorded)."""
-        env = shard_moves.keep_env(keep)
-        self.env.update(env)
         label = f"{op} {stack.name}" + (" (release pass: only the tenants it keeps)" if keep is not None else "")
         self.s.log(label)
-        try:
-            self._run_one(stack, op, record)
-        finally:
-            for k in env:
-                self.env.pop(k, None)
+        self._run_one(stack, op, record, shard_moves.keep_config(keep))
 
-    def _run_one(self, stack: auto.Stack, op: str, record: str | None = None) -> None:
+    def _run_one(
+        self, stack: auto.Stack, op: str, record: str | None = None, settings: Mapping[str, str] | None = None
+    ) -> None:
+        """SETTINGS: this run's own stack settings beside the -c values (a release pass's keep list)."""
         with contextlib.ExitStack() as cleanup:
             try:
                 config_file = cleanup.enter_context(
-                    run_config.overlay(self.s.project_dir, stack.name, self.run_values())
+                    run_config.overlay(self.s.project_dir, stack.name, {**self.run_values(), **(settings or {})})
                 )
             except (OSError, ValueError, yaml.YAMLError) as exc:  # the stack file to copy for -c does not read
                 where = run_config.stack_file(self.s.project_dir, stack.name).name

@@ -245,11 +245,10 @@ def _key(d) -> tuple:
     return (d.rule, d.severity, d.location.file, d.path, d.message)
 
 
-def cmd_new(args) -> int:
-    from gpupool.cli.common import UsageError, spec_path
-    from gpupool.rules.placeholders import RULE_ID as PLACEHOLDER_RULE
-    from gpupool.spec.diagnostics import did_you_mean
-    from gpupool.spec.loader import STDIN, load_spec
+def _name_and_spec(args) -> str:
+    """NAME from the positionals, checked as a DNS label (it is also the namespace); sets args.spec from
+    them, or from the end of --gpus."""
+    from gpupool.cli.common import UsageError
 
     if len(args.positional) > 2:
         raise UsageError("give NAME and at most one SPEC")
@@ -262,11 +261,26 @@ def cmd_new(args) -> int:
     last = args.gpus[-1] if args.gpus else ""
     if args.spec is None and "=" not in last and (last.endswith((".yaml", ".yml")) or "/" in last or last == "-"):
         args.spec = args.gpus.pop()  # `--gpus a=1 b=2 SPEC`: nargs="+" took the spec path too
-    gpus = parse_gpus(args.gpus)
+    return name
+
+
+def _spec_file(args) -> tuple[str, Path]:
+    """(the spec path as given, the spec file); not `-`: the new file goes into the spec's tenant directory."""
+    from gpupool.cli.common import UsageError, spec_path
+    from gpupool.spec.loader import STDIN
+
     path = spec_path(args)
     if path == STDIN:
         raise UsageError("tenant new writes into the spec's tenant directory: give the spec file, not `-`")
-    spec_file = Path(path)
+    return path, Path(path)
+
+
+def _target_dir(spec_file: Path, path: str, name: str, tier: str) -> Path:
+    """The tenant directory the new file goes into, once the stack is known to take a tenant NAME in TIER."""
+    from gpupool.cli.common import UsageError
+    from gpupool.spec.diagnostics import did_you_mean
+    from gpupool.spec.loader import load_spec
+
     loaded = load_spec(spec_file)
     data = loaded.data if isinstance(loaded.data, dict) else None
     if data is None:
@@ -274,9 +288,9 @@ def cmd_new(args) -> int:
     tiers: list[str] = [
         t["name"] for t in data.get("tiers") or [] if isinstance(t, dict) and isinstance(t.get("name"), str)
     ]
-    if args.tier not in tiers:
+    if tier not in tiers:
         raise UsageError(
-            f"{path} has no tier {args.tier!r}{did_you_mean(args.tier, tiers)}; tiers: {', '.join(tiers) or '(none)'}"
+            f"{path} has no tier {tier!r}{did_you_mean(tier, tiers)}; tiers: {', '.join(tiers) or '(none)'}"
         )
     existing = [t.get("name") for t in data.get("tenants") or [] if isinstance(t, dict)]
     if name in existing:
@@ -287,6 +301,39 @@ def cmd_new(args) -> int:
             f"{path} has no tenant directory: add `tenantFiles: [tenants/]` to it (and create the "
             "directory) so that each tenant is its own file"
         )
+    return target_dir
+
+
+def _notes_after_writing(spec_file: Path, path: str, target: Path, name: str, before) -> list[tuple[str, str]]:
+    """(warning or note, message) pairs about the stack once the file is written."""
+    from gpupool.spec.loader import load_spec
+
+    notes: list[tuple[str, str]] = []
+    if not any(
+        t.get("name") == name for t in (load_spec(spec_file).data or {}).get("tenants") or [] if isinstance(t, dict)
+    ):
+        # tenant_dir chose a directory the loader does not read after all: say so rather than pretend
+        notes.append(("warning", f"{path} did not read {target}; check its tenantFiles"))
+    if before.report.errors:
+        from gpupool.present.text import plural
+
+        notes.append(
+            (
+                "note",
+                f"{path} already had {plural(len(before.report.errors), 'error')} without {name}; "
+                f"`gpupool validate {path}` shows them",
+            )
+        )
+    return notes
+
+
+def cmd_new(args) -> int:
+    from gpupool.rules.placeholders import RULE_ID as PLACEHOLDER_RULE
+
+    name = _name_and_spec(args)
+    gpus = parse_gpus(args.gpus)
+    path, spec_file = _spec_file(args)
+    target_dir = _target_dir(spec_file, path, name, args.tier)
     target = target_dir / f"{name}.yaml"
     text = render_tenant(name, args.tier, gpus, _modeline(spec_file, target_dir), args.owner, args.cost_center)
 
@@ -311,22 +358,7 @@ def cmd_new(args) -> int:
         )
         return 1
     _write_tenant(spec_file.parent, target.relative_to(spec_file.parent), text)
-    notes: list[tuple[str, str]] = []  # (warning or note, message)
-    if not any(
-        t.get("name") == name for t in (load_spec(spec_file).data or {}).get("tenants") or [] if isinstance(t, dict)
-    ):
-        # tenant_dir chose a directory the loader does not read after all: say so rather than pretend
-        notes.append(("warning", f"{path} did not read {target}; check its tenantFiles"))
-    if before.report.errors:
-        from gpupool.present.text import plural
-
-        notes.append(
-            (
-                "note",
-                f"{path} already had {plural(len(before.report.errors), 'error')} without {name}; "
-                f"`gpupool validate {path}` shows them",
-            )
-        )
+    notes = _notes_after_writing(spec_file, path, target, name, before)
     steps = next_steps(target, path, args.owner, args.cost_center)
     if as_json:
         _print_json(name, path, target, added, notes, steps)

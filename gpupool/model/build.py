@@ -263,23 +263,7 @@ class _Builder:
         if not isinstance(sharing_raw, dict):
             sharing_raw = {}
         if model is None and "mig" in sharing_raw:
-            from gpupool.gpu.models import resolve_gpu
-
-            known = resolve_gpu(p["gpu"]).gpu
-            if known is not None:  # the same wording as `gpupool mig profiles --gpu L4`
-                self.error(
-                    MIG_MODEL,
-                    path + ("gpu",),
-                    f"{known.name} has no MIG (a whole-GPU model: share it "
-                    f"with timeSlicing or mps, or use a MIG model: {one_of(catalog().names(), 20)})",
-                )
-            else:
-                self.error(
-                    MIG_MODEL,
-                    path + ("gpu",),
-                    f"is not a MIG-capable GPU model gpupool knows{did_you_mean(p['gpu'], catalog().names())}; "
-                    f"MIG models: {one_of(catalog().names(), 20)}",
-                )
+            self.no_mig_model(path + ("gpu",), p["gpu"])
             ok = False
         if not all(self.usable(path + (k,)) for k in ("nodes", "nodeSelector", "nodeCount")):
             # Which nodes the pool has is unknown: skip the node checks, still judge the sharing config.
@@ -288,6 +272,52 @@ class _Builder:
         nodes = list(p.get("nodes", []))
         selector = dict(p.get("nodeSelector", {}))
         count = p.get("nodeCount")
+        if not self.node_choice_ok(path, nodes, selector, count):
+            ok = False
+        if not self.claim_nodes(path, nodes, name, node_owner):
+            ok = False
+        sharing = self.sharing(path + ("sharing",), sharing_raw, model, p["gpusPerNode"], cluster)
+        if sharing is None or not ok or not self.usable(path):
+            return None
+        return m.NodePool(
+            name=name,
+            # the same lookup as `gpupool mig ...`: NVIDIA-L4 and L4 are one model in the plan (GP250 warns
+            # about names it does not know, which stay as written)
+            gpu_model=model.name if model else _known_name(p["gpu"]),
+            gpus_per_node=p["gpusPerNode"],
+            node_count=count if count is not None else len(nodes),
+            nodes=tuple(nodes),
+            node_selector=selector,
+            sharing=sharing,
+            price_per_gpu_hour=p.get("pricePerGpuHour"),
+            rollout=self.rollout(p.get("rollout", {})),
+            allocation=p.get("allocation", m.DEVICE_PLUGIN),
+        )
+
+    def no_mig_model(self, path: tuple, gpu: str) -> None:
+        """Report a pool asking for MIG on a GPU model that has none (or that gpupool does not know)."""
+        from gpupool.gpu.mig import catalog
+        from gpupool.gpu.models import resolve_gpu
+
+        known = resolve_gpu(gpu).gpu
+        if known is not None:  # the same wording as `gpupool mig profiles --gpu L4`
+            self.error(
+                MIG_MODEL,
+                path,
+                f"{known.name} has no MIG (a whole-GPU model: share it "
+                f"with timeSlicing or mps, or use a MIG model: {one_of(catalog().names(), 20)})",
+            )
+        else:
+            self.error(
+                MIG_MODEL,
+                path,
+                f"is not a MIG-capable GPU model gpupool knows{did_you_mean(gpu, catalog().names())}; "
+                f"MIG models: {one_of(catalog().names(), 20)}",
+            )
+
+    def node_choice_ok(self, path: tuple, nodes: list, selector: dict, count: int | None) -> bool:
+        """Whether the pool says which nodes it has and how many; reports each way it does not."""
+        ok = True
         if not nodes and not selector:
             self.error(
                 NO_NODES,
@@ -312,6 +342,12 @@ class _Builder:
                 f"{len(nodes)} node{'s' if len(nodes) != 1 else ''} listed; set it to at least {len(nodes)} or remove it",
             )
             ok = False
+        return ok
+
+    def claim_nodes(self, path: tuple, nodes: list, name: str, node_owner: dict[str, str]) -> bool:
+        """Record pool NAME as the owner of its listed nodes (one MIG and plugin config per node); False on a
+        node listed twice or already in another pool."""
+        ok = True
         seen: set[str] = set()
         for j, node in enumerate(nodes):
             if node in seen:
@@ -327,23 +363,7 @@ class _Builder:
                 ok = False
             seen.add(node)
             node_owner.setdefault(node, name)
-        sharing = self.sharing(path + ("sharing",), sharing_raw, model, p["gpusPerNode"], cluster)
-        if sharing is None or not ok or not self.usable(path):
-            return None
-        return m.NodePool(
-            name=name,
-            # the same lookup as `gpupool mig ...`: NVIDIA-L4 and L4 are one model in the plan (GP250 warns
-            # about names it does not know, which stay as written)
-            gpu_model=model.name if model else _known_name(p["gpu"]),
-            gpus_per_node=p["gpusPerNode"],
-            node_count=count if count is not None else len(nodes),
-            nodes=tuple(nodes),
-            node_selector=selector,
-            sharing=sharing,
-            price_per_gpu_hour=p.get("pricePerGpuHour"),
-            rollout=self.rollout(p.get("rollout", {})),
-            allocation=p.get("allocation", m.DEVICE_PLUGIN),
-        )
+        return ok
 
     @staticmethod
     def rollout(raw: dict) -> m.Rollout:

@@ -22,7 +22,7 @@ from gpupool.spec import input_limits
 from gpupool.spec.bounds import PULUMI_EXACT_INTEGER
 from gpupool.spec.diagnostics import ERROR, WARNING, Location, Report
 from gpupool.spec.paths import render_path, shown_key
-from gpupool.spec.tenant_paths import _inside, _is_yaml, escapes, tenant_files
+from gpupool.spec.tenant_paths import Found, _inside, _is_yaml, escapes, tenant_files
 
 # The C parser is ~10x faster; fall back for platforms without libyaml.
 _Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -403,18 +403,34 @@ def load_yaml_file(
     """
     start = Location(file_label, 1, 1)
     budget = budget or input_limits.Budget.start()
+    text = _read_text(path, raw, file_label, start, report, budget)
+    if text is None:
+        return False, None
+    documents = _compose_documents(text, file_label, start, report)
+    if documents is None:
+        return False, None
+    node = _single_mapping_node(documents, text, file_label, start, report)
+    if node is None:
+        return False, None
+    return _build_document(node, file_label, start, source, report, base_path, budget)
+
+
+def _read_text(
+    path: Path, raw: bytes | None, file_label: str, start: Location, report: Report, budget: input_limits.Budget
+) -> str | None:
+    """The file's text (read within the input caps unless RAW is given), or None once why not is reported."""
     try:
         data = input_limits.read_regular(path, budget) if raw is None else raw
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except input_limits.Refused as exc:
         report.add(ERROR, start, "", str(exc), rule=R_TOO_BIG)
-        return False, None
+        return None
     except FileNotFoundError:
         report.add(ERROR, start, "", "file not found", rule=R_UNREADABLE)
-        return False, None
+        return None
     except IsADirectoryError:
         report.add(ERROR, start, "", "is a directory; expected a YAML file", rule=R_UNREADABLE)
-        return False, None
+        return None
     except UnicodeDecodeError as exc:
         line, col = _position(data, exc.start)
         report.add(
@@ -425,10 +441,14 @@ def load_yaml_file(
             "save the file as UTF-8",
             rule=R_UNREADABLE,
         )
-        return False, None
+        return None
     except OSError as exc:
         report.add(ERROR, start, "", f"cannot read file: {exc.strerror}", rule=R_UNREADABLE)
-        return False, None
+        return None
+
+
+def _compose_documents(text: str, file_label: str, start: Location, report: Report) -> list | None:
+    """TEXT's non-empty documents, up to the second (a file holds one), or None once its syntax error is reported."""
     try:
         documents = []
         for doc in yaml.compose_all(text, Loader=_Loader):
@@ -442,7 +462,7 @@ def load_yaml_file(
         problem = _unquoted(exc.problem or "invalid YAML")
         context = f" ({_unquoted(exc.context)})" if exc.context else ""
         report.add(ERROR, where, "", f"invalid YAML: {problem}{context}", rule=R_SYNTAX)
-        return False, None
+        return None
     except yaml.reader.ReaderError as exc:
         before = text[: exc.position]
         where = Location(file_label, before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1)
@@ -455,13 +475,18 @@ def load_yaml_file(
             "remove it, or write it as an escape inside a double-quoted string",
             rule=R_SYNTAX,
         )
-        return False, None
+        return None
     except yaml.YAMLError:
         report.add(ERROR, start, "", "invalid YAML", rule=R_SYNTAX)
-        return False, None
+        return None
     except RecursionError:
         report.add(ERROR, start, "", "invalid YAML: values are nested too deeply to read", rule=R_SYNTAX)
-        return False, None
+        return None
+    return documents
+
+
+def _single_mapping_node(documents: list, text: str, file_label: str, start: Location, report: Report) -> Any:
+    """The file's one document, or None once it is reported as a second document, empty, or only null."""
     if len(documents) > 1:
         report.add(
             ERROR,
@@ -471,11 +496,11 @@ def load_yaml_file(
             "or one tenant (a trailing `---` alone is fine)",
             rule=R_DOCUMENTS,
         )
-        return False, None
+        return None
     node = documents[0] if documents else None
     if node is None:
         report.add(ERROR, start, "", "file is empty; expected a YAML mapping", rule=R_NO_MAPPING)
-        return False, None
+        return None
     if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
         report.add(
             ERROR,
@@ -484,7 +509,20 @@ def load_yaml_file(
             "the file holds only an empty value (null); expected a YAML mapping",
             rule=R_NO_MAPPING,
         )
-        return False, None
+        return None
+    return node
+
+
+def _build_document(
+    node,
+    file_label: str,
+    start: Location,
+    source: SourceMap,
+    report: Report,
+    base_path: Path_,
+    budget: input_limits.Budget,
+) -> tuple[bool, Any]:
+    """(ok, data) from the document's node tree, within the run's value budget (aliases count as expanded)."""
     builder = _Builder(file_label, source, report, budget)
     try:
         return True, builder.build(node, base_path)
@@ -562,61 +600,11 @@ def _include_tenants(
         if not entry:
             continue  # the schema reports the empty entry; "" would otherwise mean the spec's own directory
         where, at = source.value((TENANT_INCLUDE_KEY, i)), f"{TENANT_INCLUDE_KEY}[{i}]"
-        escape = escapes(entry)
-        if escape:
-            report.add(ERROR, where, at, f'"{entry}" {escape}', rule=R_PATH_ESCAPES)
-            continue
-        if (base / entry).exists() and not _inside(base / entry, root):
-            report.add(
-                ERROR,
-                where,
-                at,
-                f'"{entry}" resolves (through a symlink) to a place outside the stack '
-                "directory; it is not read. Tenant files must live inside the stack directory",
-                rule=R_OUTSIDE_STACK,
-            )
-            continue
-        found = tenant_files(entry, base)
-        if isinstance(found, str):
-            report.add(ERROR, where, at, f'"{entry}" {found}', rule=R_INCLUDE)
-            continue
+        found = _entry_files(entry, base, root, where, at, report)
         if found is None:
-            report.add(
-                ERROR,
-                where,
-                at,
-                f'"{entry}" matches no file or directory (relative to {base or "."}); '
-                "give a directory of tenant files, a glob such as tenants/*.yaml, or a file",
-                rule=R_INCLUDE,
-            )
             continue
         files, skipped = found
-        for path in skipped:
-            shown = _display_name(path, cwd)
-            if path.is_symlink() and _is_yaml(path) and not path.exists():
-                report.add(WARNING, where, at, f"{shown} is a symlink to nothing and is not read", rule=R_DISCOVERY)
-            elif _is_yaml(path) and path.exists() and not path.is_dir():
-                report.add(
-                    WARNING,
-                    where,
-                    at,
-                    f"{shown} is not a regular file (a FIFO, a device or a socket) and is not read",
-                    rule=R_DISCOVERY,
-                )
-            elif path.is_dir():
-                report.add(
-                    WARNING,
-                    where,
-                    at,
-                    f"{shown}/ is a subdirectory and is not read (a directory entry reads "
-                    f'only the files directly in it); add "{entry.rstrip("/")}/{path.name}/" to tenantFiles, '
-                    f'or use a glob such as "{entry.rstrip("/")}/**/*.yaml"',
-                    rule=R_DISCOVERY,
-                )
-            else:
-                report.add(
-                    WARNING, where, at, f"{shown} is not read: tenant files end in .yaml or .yml", rule=R_DISCOVERY
-                )
+        _warn_skipped(skipped, entry, cwd, where, at, report)
         for path, resolved, named in files:
             # The label is the file as named (a symlink shows as the link, never as where it points).
             text = str(named)
@@ -640,3 +628,66 @@ def _include_tenants(
             ok, tenant = load_yaml_file(path, label, source, report, base_path=("tenants", index), budget=budget)
             if ok:
                 tenants.append(tenant)
+
+
+def _entry_files(
+    entry: str, base: Path, root: Path, where: Location, at: str, report: Report
+) -> tuple[list[Found], list[Path]] | None:
+    """The (files, skipped) an entry names, or None once reported as escaping the stack or naming nothing usable."""
+    escape = escapes(entry)
+    if escape:
+        report.add(ERROR, where, at, f'"{entry}" {escape}', rule=R_PATH_ESCAPES)
+        return None
+    if (base / entry).exists() and not _inside(base / entry, root):
+        report.add(
+            ERROR,
+            where,
+            at,
+            f'"{entry}" resolves (through a symlink) to a place outside the stack '
+            "directory; it is not read. Tenant files must live inside the stack directory",
+            rule=R_OUTSIDE_STACK,
+        )
+        return None
+    found = tenant_files(entry, base)
+    if isinstance(found, str):
+        report.add(ERROR, where, at, f'"{entry}" {found}', rule=R_INCLUDE)
+        return None
+    if found is None:
+        report.add(
+            ERROR,
+            where,
+            at,
+            f'"{entry}" matches no file or directory (relative to {base or "."}); '
+            "give a directory of tenant files, a glob such as tenants/*.yaml, or a file",
+            rule=R_INCLUDE,
+        )
+        return None
+    return found
+
+
+def _warn_skipped(skipped: list[Path], entry: str, cwd: Path, where: Location, at: str, report: Report) -> None:
+    """Say why each skipped file is not read: a tenant file nobody reads is a quota that silently vanished."""
+    for path in skipped:
+        shown = _display_name(path, cwd)
+        if path.is_symlink() and _is_yaml(path) and not path.exists():
+            report.add(WARNING, where, at, f"{shown} is a symlink to nothing and is not read", rule=R_DISCOVERY)
+        elif _is_yaml(path) and path.exists() and not path.is_dir():
+            report.add(
+                WARNING,
+                where,
+                at,
+                f"{shown} is not a regular file (a FIFO, a device or a socket) and is not read",
+                rule=R_DISCOVERY,
+            )
+        elif path.is_dir():
+            report.add(
+                WARNING,
+                where,
+                at,
+                f"{shown}/ is a subdirectory and is not read (a directory entry reads "
+                f'only the files directly in it); add "{entry.rstrip("/")}/{path.name}/" to tenantFiles, '
+                f'or use a glob such as "{entry.rstrip("/")}/**/*.yaml"',
+                rule=R_DISCOVERY,
+            )
+        else:
+            report.add(WARNING, where, at, f"{shown} is not read: tenant files end in .yaml or .yml", rule=R_DISCOVERY)

@@ -226,13 +226,7 @@ def _humanize(error) -> Iterator[tuple[tuple, bool, str]]:
     value = error.instance
     if "propertyNames" in error.schema_path:
         # propertyNames errors carry the key as instance and the mapping as path: point at the key.
-        if kind == "pattern":
-            hint = _PATTERN_HINTS.get(error.validator_value, f"must match {error.validator_value}")
-        elif kind == "maxLength":
-            hint = f"is {len(str(value))} characters long; keys here may be at most {error.validator_value} characters"
-        else:
-            hint = f"is not allowed here ({kind})"
-        yield path + (str(value),), True, f"this key {hint}"
+        yield path + (str(value),), True, f"this key {_key_hint(error, kind, value)}"
         return
     if kind == "additionalProperties":
         allowed = list(error.schema.get("properties", {}))
@@ -252,17 +246,7 @@ def _humanize(error) -> Iterator[tuple[tuple, bool, str]]:
             example = f"; add {key}: {example['const']}" if isinstance(example, dict) and "const" in example else ""
             yield path, False, (f'missing required key "{key}"{example} (required here: {", ".join(missing)})')
     elif kind == "type":
-        hint = ""
-        wants_text = "string" in (
-            error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
-        )
-        if wants_text and isinstance(value, bool):
-            hint = ' (YAML reads unquoted yes/no/on/off/true/false as true or false: quote the text, e.g. "no")'
-        elif wants_text and isinstance(value, (int, float)):
-            shown = _describe(value)
-            example = f'"{shown}"' if shown != "a number" else '"0123"'
-            hint = f" (YAML reads it as a number: quote it to give text, e.g. {example})"
-        yield path, False, f"expected {_expected(error.validator_value)}, got {_describe(value)}{hint}"
+        yield path, False, _type_message(error, value)
     elif kind == "enum":
         choices = ", ".join(str(c) for c in error.validator_value)
         guess = did_you_mean(value, map(str, error.validator_value)) if isinstance(value, str) else ""
@@ -274,32 +258,9 @@ def _humanize(error) -> Iterator[tuple[tuple, bool, str]]:
     elif kind == "pattern":
         yield path, False, _PATTERN_HINTS.get(error.validator_value, f"must match {error.validator_value}")
     elif kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        word = {
-            "minimum": "at least",
-            "maximum": "at most",
-            "exclusiveMinimum": "greater than",
-            "exclusiveMaximum": "less than",
-        }[kind]
-        extra = ""
-        if path and path[-1] == "replicas" and kind == "minimum":
-            extra = " (1 replica is no sharing: remove the block to turn sharing off)"
-        yield (
-            path,
-            False,
-            f"{_subject(value)} is too {'small' if 'inimum' in kind else 'large'}; must be {word} {error.validator_value}{extra}",
-        )
+        yield path, False, _bound_message(error, kind, path, value)
     elif kind in ("minLength", "maxLength"):
-        length = f" is {len(value)} characters long;" if isinstance(value, str) else ""
-        yield (
-            path,
-            False,
-            (
-                "is empty; give a value"
-                if kind == "minLength" and not value
-                else f"{_subject(value)}{length} must be {'at least' if kind == 'minLength' else 'at most'} "
-                f"{error.validator_value} characters long"
-            ),
-        )
+        yield path, False, _length_message(error, kind, value)
     elif kind in ("minItems", "minProperties"):
         yield (
             path,
@@ -310,6 +271,55 @@ def _humanize(error) -> Iterator[tuple[tuple, bool, str]]:
         yield from _humanize_choice(error, path, value)
     else:  # the validator's own message quotes the instance: say which keyword refused it instead
         yield path, False, f"is not allowed here (schema keyword {kind}); see schemas/gpupool.schema.json"
+
+
+def _key_hint(error, kind: str, value: Any) -> str:
+    """What is wrong with a key propertyNames refused, said without repeating the key."""
+    if kind == "pattern":
+        return _PATTERN_HINTS.get(error.validator_value, f"must match {error.validator_value}")
+    if kind == "maxLength":
+        return f"is {len(str(value))} characters long; keys here may be at most {error.validator_value} characters"
+    return f"is not allowed here ({kind})"
+
+
+def _type_message(error, value: Any) -> str:
+    """A wrong type, with a hint when YAML read text the user meant (no, 0123) as a bool or a number."""
+    hint = ""
+    wants_text = "string" in (
+        error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+    )
+    if wants_text and isinstance(value, bool):
+        hint = ' (YAML reads unquoted yes/no/on/off/true/false as true or false: quote the text, e.g. "no")'
+    elif wants_text and isinstance(value, (int, float)):
+        shown = _describe(value)
+        example = f'"{shown}"' if shown != "a number" else '"0123"'
+        hint = f" (YAML reads it as a number: quote it to give text, e.g. {example})"
+    return f"expected {_expected(error.validator_value)}, got {_describe(value)}{hint}"
+
+
+def _bound_message(error, kind: str, path: tuple, value: Any) -> str:
+    """A number past a minimum or maximum (exclusive or not); replicas: 1 is told how to turn sharing off instead."""
+    word = {
+        "minimum": "at least",
+        "maximum": "at most",
+        "exclusiveMinimum": "greater than",
+        "exclusiveMaximum": "less than",
+    }[kind]
+    extra = ""
+    if path and path[-1] == "replicas" and kind == "minimum":
+        extra = " (1 replica is no sharing: remove the block to turn sharing off)"
+    return f"{_subject(value)} is too {'small' if 'inimum' in kind else 'large'}; must be {word} {error.validator_value}{extra}"
+
+
+def _length_message(error, kind: str, value: Any) -> str:
+    """A string shorter than minLength (empty is said as such) or longer than maxLength."""
+    length = f" is {len(value)} characters long;" if isinstance(value, str) else ""
+    return (
+        "is empty; give a value"
+        if kind == "minLength" and not value
+        else f"{_subject(value)}{length} must be {'at least' if kind == 'minLength' else 'at most'} "
+        f"{error.validator_value} characters long"
+    )
 
 
 def _branches(error) -> list[list[Any]]:

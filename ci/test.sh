@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make test`, what CI runs: every check, each step timed, then the 25 slowest tests, each step's time and
-# the elapsed time against the budget (docs/testing.md).
+# the elapsed time against the budget (docs/contributing/testing.md).
 #
 #   setup ─┬─ toolchain (Go components, 2 at a time) ─ tools ─ render deps ─┐
 #          └─ lint ─ unit tests (pytest -n 2, not e2e, not needs_tools) ────┴─ e2e + needs_tools tests (-n 2, by module)
@@ -76,7 +76,7 @@ fi
 # Three workers on the 2 cores, one module each at a time (module fixtures: private control planes, one stack
 # through a module); the longest modules go first (tests/e2e/conftest.py). A pulumi run mostly waits (on the
 # engine, the provider, the API server): two workers left 16 % of the CPU idle, three 8 %, and the step went from
-# 14 min 16 s to 11 min 23 s (docs/testing.md). GPUPOOL_E2E_WORKERS=0: one process.
+# 14 min 16 s to 11 min 23 s (docs/contributing/testing.md). GPUPOOL_E2E_WORKERS=0: one process.
 e2e_workers="${GPUPOOL_E2E_WORKERS:-3}"
 e2e_xdist=(); [ "$e2e_workers" = 0 ] || e2e_xdist=(-n "$e2e_workers" --dist loadfile)
 step e2e env "${TOOLS_ENV[@]}" "$PY" -m pytest -q -m "e2e or needs_tools" "${e2e_xdist[@]}" --junitxml="$OUT/e2e.xml" || rc=1

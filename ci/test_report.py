@@ -3,7 +3,7 @@ budget. A check that prints, never a timed assertion: an over-budget run says so
 
     python ci/test_report.py --steps out/test/steps.tsv --junit out/test/*.xml --start EPOCH --fresh 0|1 \
         [--cpu-start out/test/cpu.start]      # the `cpu` line of /proc/stat when the run started
-    python ci/test_report.py --junit out/test/*.xml --modules     # the suite by module (docs/testing.md)
+    python ci/test_report.py --junit out/test/*.xml --modules     # the suite by module (docs/contributing/testing.md)
 
 Test times are JUnit's (setup + call + teardown), so a module-scoped fixture counts in its first test.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 # Above this share of steal the host gave a good part of the 2 cores to other machines: the run's times are not
-# those of 2 dedicated cores (docs/testing.md, "Why warm run 3 is over the 15 minutes").
+# those of 2 dedicated cores (docs/contributing/testing.md, "Why warm run 3 is over the 15 minutes").
 STEAL_NOTICE = 10.0
 
 
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             except (ValueError, IndexError):  # not a Linux /proc/stat: say nothing rather than guess
                 pass
         if elapsed > budget * 60:
-            print("[make test] see docs/testing.md, 'Keeping the budget'", file=sys.stderr)
+            print("[make test] see docs/contributing/testing.md, 'Keeping the budget'", file=sys.stderr)
     return 0
 
 

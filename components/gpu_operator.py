@@ -1,4 +1,4 @@
-"""GpuOperator: the operator namespace and the GPU Operator Helm chart (helm.v4.Chart; see docs/design.md).
+"""GpuOperator: the operator namespace and the GPU Operator Helm chart (helm.v4.Chart; see docs/explanation/design.md).
 
 Two steps because the MIG and device-plugin ConfigMaps live in the operator namespace and the chart
 must only be installed once they exist: construct (namespace), then `install` (chart).

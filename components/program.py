@@ -62,7 +62,7 @@ def wait_for_registrations_linearly() -> None:
     still-pending ones after each wake-up. Every finished registration wakes it, so one run costs
     outputs x registrations: measured under the real engine at 100 tenants, 0 RPCs in flight and then
     284 waits over 462,720 pending outputs in all; the program's CPU grew from 12.0 s at 100 tenants to
-    45.1 s at 300 (docs/scale.md). ``pulumi.run`` (the SDK's async entry point, awaited after the
+    45.1 s at 300 (docs/explanation/scale.md). ``pulumi.run`` (the SDK's async entry point, awaited after the
     program and before that wait) yields once, so every registration has started (843 in flight) and
     the first loop awaits them: 7.4 s and 19.2 s.
     Under mocks the root stack outlives one run (tests call main() many times) and pulumi.run may only

@@ -9,7 +9,7 @@ gpupool needs two provider settings that pulumi-kubernetes 4.34.2 leaves off by 
   (provider/pkg/await/await.go `Creation`: `if c.ServerSideApply && (c.UpsertExistingObjects ||
   kinds.IsPatchResource(...))`). gpupool must create objects that may exist: a team's namespace made by
   hand before onboarding, the namespaces and quotas `pulumi destroy` retains, the objects a killed run
-  created before it could record them, a tenant's objects after a shard move. docs/create-semantics.md says
+  created before it could record them, a tenant's objects after a shard move. docs/explanation/create-semantics.md says
   why upsert is safe for gpupool (pulumi-kubernetes #2926).
 
 Server-side apply must stay on: node labels are Patch resources, which need it, and without it the upsert

@@ -161,7 +161,7 @@ config:
 
 SPEC = """\
 # yaml-language-server: $schema=../../schemas/gpupool.schema.json
-# The {stack} stack. Every field is in gpupool's docs/spec-reference.md; `gpupool validate
+# The {stack} stack. Every field is in gpupool's docs/reference/spec-reference.md; `gpupool validate
 # stacks/{stack}/spec.yaml` checks this file, `gpupool plan stacks/{stack}/spec.yaml` shows its capacity.
 apiVersion: gpupool.dev/v1alpha1
 kind: GpuPlatform
@@ -214,7 +214,7 @@ __pycache__/
 WORKFLOW = """\
 # gpupool CI: validate every pull request (annotations on the changed lines), post the diff as a sticky
 # comment and preview the stacks it changes; `gpupool stacks up` of the changed stacks on pushes to main, of
-# every stack nightly (drift). The secrets it reads: gpupool's docs/ci.md.
+# every stack nightly (drift). The secrets it reads: gpupool's docs/howto/ci.md.
 name: gpupool
 
 on:

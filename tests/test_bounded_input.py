@@ -192,7 +192,7 @@ def test_a_base_blob_above_the_cap_is_never_read(repo, monkeypatch, capsys):
 
 
 def test_the_default_caps_are_what_every_command_handles_in_60_s(dev, capsys):
-    """The default run cap is set by the slowest command, render (docs/cli.md, "Input limits": 39 s for 512 KiB
+    """The default run cap is set by the slowest command, render (docs/reference/cli.md, "Input limits": 39 s for 512 KiB
     of tenant files, 124 s for 1 MiB on 2 loaded cores); 32 MiB let through what no command handled in 60 s.
     A 600 KB stack is refused by default, located, and read when the flags raise the caps."""
     from gpupool.spec.input_limits import MAX_FILE_BYTES, MAX_RUN_BYTES
@@ -207,7 +207,7 @@ def test_the_default_caps_are_what_every_command_handles_in_60_s(dev, capsys):
     assert "[GP022]" in err and "exceed 524,288 bytes in all" in err
     assert main(["validate", "stacks/dev/spec.yaml", "--max-input-size", "1Mi"]) in (0, 1)
     assert "[GP022]" not in capsys.readouterr().err
-    docs = (Path(__file__).resolve().parents[1] / "docs/cli.md").read_text()
+    docs = (Path(__file__).resolve().parents[1] / "docs/reference/cli.md").read_text()
     assert f"no spec or tenant file above {MAX_FILE_BYTES >> 10} KiB" in docs
     assert f"at most {MAX_RUN_BYTES >> 10} KiB for all the files of one spec" in docs
 

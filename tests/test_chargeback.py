@@ -1,6 +1,6 @@
 """Chargeback reconciles: per pool, the tenants' charges plus the explicitly reported unallocated capacity
 are exactly what the pool costs, for MIG layouts that strand slices, oversubscribed shared pools and
-resources supplied by several pools (docs/chargeback.md). Every expected figure is computed here from the
+resources supplied by several pools (docs/explanation/chargeback.md). Every expected figure is computed here from the
 MIG catalog's compute slices and the spec, not read back from gpupool."""
 
 from __future__ import annotations

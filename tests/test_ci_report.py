@@ -54,7 +54,7 @@ def test_the_suite_by_module(tmp_path):
 
 
 def test_the_cpu_shares_of_the_run_and_a_note_when_the_host_took_much_of_it(tmp_path):
-    """The figures of the 0c6e3e8 fault-module run in docs/testing.md: 22 % steal."""
+    """The figures of the 0c6e3e8 fault-module run in docs/contributing/testing.md: 22 % steal."""
     start = tmp_path / "cpu.start"
     now = tmp_path / "stat"
     start.write_text("cpu  745845 606 108849 205874 5001 0 4273 33270 0 0\n")

@@ -132,7 +132,7 @@ def test_mig_suggest_o_json_per_node_and_usage_errors(capsys):
     assert per_node["supplied"]["1g.10gb"] >= 9 and per_node["gpus"] == 2 * per_node["nodes"]
     assert main(["mig", "suggest", "--gpu", "A100-80GB", "9g.99gb=1", "-o", "json"]) == 2
     out, err = capsys.readouterr()
-    # a usage error prints no half document: the JSON error object (docs/cli.md, "Errors") and the error line
+    # a usage error prints no half document: the JSON error object (docs/reference/cli.md, "Errors") and the error line
     assert json.loads(out)["kind"] == "Error" and json.loads(out)["exitCode"] == 2 and "error:" in err
 
 

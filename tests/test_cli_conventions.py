@@ -1,4 +1,4 @@
-"""CLI conventions shared by every command (docs/cli.md, "CLI conventions")."""
+"""CLI conventions shared by every command (docs/reference/cli.md, "CLI conventions")."""
 
 from __future__ import annotations
 

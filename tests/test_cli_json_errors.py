@@ -1,4 +1,4 @@
-"""Every command that has `-o json` answers a failure with one JSON error object on stdout (docs/cli.md,
+"""Every command that has `-o json` answers a failure with one JSON error object on stdout (docs/reference/cli.md,
 "Errors") and the usual `error: MESSAGE` line on stderr (issue 34): scripts parse stdout, and an empty one is
 no answer. A command that prints its own document on a failure of its input (validate's findings, diff's
 invalid-side report, mig check's `fits: false`, a per-node split that fails) keeps doing so; the error object

@@ -1,4 +1,4 @@
-"""Why upserting creates is safe for gpupool (docs/create-semantics.md), proven on the desired objects.
+"""Why upserting creates is safe for gpupool (docs/explanation/create-semantics.md), proven on the desired objects.
 
 pulumi-kubernetes #2926: when a resource's Pulumi name (its URN) changes while the object's name stays, the
 engine plans create-then-delete; with upsert the create adopts the live object and the delete then removes

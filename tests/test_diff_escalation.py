@@ -205,7 +205,7 @@ def test_the_new_json_keys_are_documented(repo, capsys):
     _base(repo, notebooks=_notebooks(maxPerPod={MIG: 2}))
     _write(repo, notebooks=_notebooks(tier="critical", maxPerPod={MIG: 4}))
     doc = _json(capsys)
-    text = (Path(__file__).resolve().parent.parent / "docs" / "diff-json.md").read_text()
+    text = (Path(__file__).resolve().parent.parent / "docs" / "reference" / "diff-json.md").read_text()
     t = doc["tenants"][0]
     keys = {"tierRaise", "maxPerPodLifts", *t["tierRaise"], *t["maxPerPodLifts"][0]}
     keys |= {a["risk"] for a in doc["alerts"]}

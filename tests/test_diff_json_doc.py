@@ -1,4 +1,4 @@
-"""docs/diff-json.md documents every key `gpupool diff -o json` emits (on a diff that fills every list)."""
+"""docs/reference/diff-json.md documents every key `gpupool diff -o json` emits (on a diff that fills every list)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.test_diff import POOLS, TENANTS, base, run, stack, with_tenants  # noqa: F401 (base: fixture)
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "diff-json.md"
+DOC = Path(__file__).resolve().parent.parent / "docs" / "reference" / "diff-json.md"
 DATA_MAPS = {"layout", "nodeSelector"}  # their keys are data (profile names, labels), not schema
 
 
@@ -43,7 +43,7 @@ def test_every_key_is_documented(base, tmp_path, capsys):
     text = DOC.read_text()
     documented = {w for span in re.findall(r"`([^`]+)`", text) for w in re.findall(r"[A-Za-z]+", span)}
     missing = sorted(_keys(doc, set()) - documented)
-    assert missing == [], f"not in docs/diff-json.md: {missing}"
+    assert missing == [], f"not in docs/reference/diff-json.md: {missing}"
     assert f"`schemaVersion` is **{doc['schemaVersion']}**" in text
 
 

@@ -1,6 +1,6 @@
 """Issue 39, first slice: `allocation: dra` on a node pool gives DeviceClasses that map today's resource names, the
 DRA forms of every grant in the tenant's quota, the device plugin off on the pool's nodes, and a per-tenant guard
-on ResourceClaims. Pure data: what the API server and kube-scheduler do with it is not proven here (docs/dra.md)."""
+on ResourceClaims. Pure data: what the API server and kube-scheduler do with it is not proven here (docs/explanation/dra.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The exit-code table (docs/cli.md, "CLI conventions"), for every command: 0 ok; 1 invalid spec / does not fit /
+"""The exit-code table (docs/reference/cli.md, "CLI conventions"), for every command: 0 ok; 1 invalid spec / does not fit /
 negative headroom; 2 usage error (unknown argument, missing file, unknown GPU model or MIG profile);
 70 internal error. Each row runs the real CLI in-process on a copy of the repository's stacks."""
 

@@ -77,7 +77,7 @@ def test_the_kueue_configuration_manages_every_tenant_workload():
     }
     assert config["resources"] == {"quotaCheckStrategy": "IgnoreUndeclared"}  # no excludeResourcePrefixes with it
     assert config["waitForPodsReady"]["timeout"]
-    doc = (ROOT / "docs/queueing.md").read_text()
+    doc = (ROOT / "docs/explanation/queueing.md").read_text()
     for name in frameworks:
         assert name in doc
 

@@ -44,14 +44,14 @@ def _alerts(spec):
 
 
 def test_every_alert_has_a_runbook_section_in_the_docs(prod):
-    anchors = _github_anchors((REPO / "docs/monitoring.md").read_text())
+    anchors = _github_anchors((REPO / "docs/explanation/monitoring.md").read_text())
     found = _alerts(prod)
     assert len({a["alert"] for a in found}) == 13
     for a in found:
         url = a["annotations"]["runbook_url"]
         path, _, anchor = url.partition("#")
-        assert path == "docs/monitoring.md" and (REPO / path).is_file(), url
-        assert anchor in anchors, f"{a['alert']}: no heading for #{anchor} in docs/monitoring.md"
+        assert path == "docs/explanation/monitoring.md" and (REPO / path).is_file(), url
+        assert anchor in anchors, f"{a['alert']}: no heading for #{anchor} in docs/explanation/monitoring.md"
         assert a["labels"]["severity"] in ("critical", "warning", "info")
 
 

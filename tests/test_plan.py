@@ -296,7 +296,7 @@ def test_json_documented_keys(plan):
     assert {"name", "tenants", "share", "gpuEquivalents", "costPerHour", "costPerMonth"} <= set(doc["costCenters"][0])
     assert doc["totals"]["costPerHour"] == 67.6 == doc["totals"]["poolsCostPerHour"]  # the priced GPUs all granted
     # every key the docs list is in the document
-    documented = (ROOT / "docs" / "plan-json.md").read_text()
+    documented = (ROOT / "docs" / "reference" / "plan-json.md").read_text()
     for key in ("schemaVersion", "costCenters", "allocations", "grantedGpuEquivalents", "unpricedGpuEquivalents"):
         assert f"`{key}`" in documented
 

@@ -3,7 +3,7 @@
 components.program.wait_for_registrations_linearly exists because pulumi's ``wait_for_rpcs`` only awaits
 the registration RPCs already in flight when the program returns, and otherwise falls back to a loop that
 re-waits on every pending Output after each finished registration (quadratic in the stack size; measured
-with bench/bench_e2e.py, docs/scale.md). This runs the program the way the language host and the
+with bench/bench_e2e.py, docs/explanation/scale.md). This runs the program the way the language host and the
 Automation API do (``run_in_stack``, not the mocks' ``pulumi.runtime.test``, which never runs the async
 entry point) against the mock monitor, and checks how many registrations are in flight at that moment.
 It reads SDK internals on purpose: if a pulumi upgrade changes them, this test is where it shows.

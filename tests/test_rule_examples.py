@@ -2,7 +2,7 @@
 
 For the rules on the model (GP1xx-GP7xx) each example replaces top-level keys of the docs' base spec: the
 failing one must produce a diagnostic with the rule's id, the passing one none. GP0xx examples are whole
-files; the bad-spec corpus exercises those ids. docs/rules.md must be what the registry generates.
+files; the bad-spec corpus exercises those ids. docs/reference/rules.md must be what the registry generates.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def test_passing_example_does_not(tmp_path, rule_id):
 
 def test_docs_rules_md_is_current():
     assert docs.DOCS_PATH.read_text(encoding="utf-8") == docs.render(), (
-        "docs/rules.md is stale: run `python -m gpupool.rules.docs`"
+        "docs/reference/rules.md is stale: run `python -m gpupool.rules.docs`"
     )
 
 

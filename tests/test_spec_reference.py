@@ -1,4 +1,4 @@
-"""docs/spec-reference.md is generated from the JSON Schema (python -m gpupool.spec.reference) and kept
+"""docs/reference/spec-reference.md is generated from the JSON Schema (python -m gpupool.spec.reference) and kept
 current: it names every property the schema defines, so a new field cannot ship undocumented."""
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_reference_is_up_to_date():
-    assert reference.main(["--check"]) == 0, "docs/spec-reference.md is stale: python -m gpupool.spec.reference"
+    assert reference.main(["--check"]) == 0, (
+        "docs/reference/spec-reference.md is stale: python -m gpupool.spec.reference"
+    )
 
 
 def test_every_schema_property_has_a_row():

@@ -1,4 +1,4 @@
-"""The CI recipe (.github/workflows/gpupool.yml): actionlint finds nothing, and the PR job is the one docs/ci.md
+"""The CI recipe (.github/workflows/gpupool.yml): actionlint finds nothing, and the PR job is the one docs/howto/ci.md
 describes: no protected environment, validate as annotations, the diff comment with the full diff as an
 artifact and the preview folded in.
 

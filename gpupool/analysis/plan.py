@@ -1,7 +1,7 @@
 """The capacity plan of a validated spec: supply, grants, headroom, GPU-equivalents and chargeback.
 
 Pure computation (no printing, no I/O): `compute(spec)` returns a `CapacityPlan`. Its presentations live in
-gpupool.present: the tables for people in plan.py, the stable JSON document (docs/plan-json.md) in plan_json.py.
+gpupool.present: the tables for people in plan.py, the stable JSON document (docs/reference/plan-json.md) in plan_json.py.
 
 Arithmetic is exact (`Fraction`) until formatting, so a MIG instance of 1/7 GPU times 7 is exactly one GPU
 and sums of many small shares do not drift.
@@ -10,7 +10,7 @@ Attribution: a resource name (e.g. nvidia.com/gpu) may be supplied by several po
 prices. A quota names only the resource, not the pool, so a grant of resource R is attributed to the pools
 supplying R in proportion to their capacity of R: pool p carries grant x capacity_p(R) / capacity(R).
 
-Chargeback reconciles (docs/chargeback.md): a unit weighs NodePool.unit_gpu_fraction (a MIG instance its
+Chargeback reconciles (docs/explanation/chargeback.md): a unit weighs NodePool.unit_gpu_fraction (a MIG instance its
 layout's share of the GPU, so a GPU's instances add up to one GPU), an oversubscribed resource is charged at
 its capacity (every grant of it scaled by capacity / granted), and what no grant covers is reported per pool
 as unallocated. So per pool: charged + unallocated GPU-equivalents = its GPUs, and the money likewise.
@@ -106,7 +106,7 @@ class PoolLine:
     node_selector: dict[str, str]
     supplies: tuple[Supply, ...]
     stranded_gpus: Fraction = Fraction(0)  # compute slices in no MIG instance (SM share), charged to instances
-    allocation: str = m.DEVICE_PLUGIN  # or m.DRA: who hands the pool's devices to pods (docs/dra.md)
+    allocation: str = m.DEVICE_PLUGIN  # or m.DRA: who hands the pool's devices to pods (docs/explanation/dra.md)
 
     @property
     def cost_per_hour(self) -> Fraction | None:

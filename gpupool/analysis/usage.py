@@ -474,7 +474,7 @@ def not_finite(doc: object, path: str = "") -> str | None:
     return None
 
 
-# -- JSON (docs/monitoring.md "gpupool usage -o json") ------------------------------------------------------
+# -- JSON (docs/explanation/monitoring.md "gpupool usage -o json") ------------------------------------------------------
 
 
 def _r(x: float | None, places: int = 4) -> float | None:
@@ -533,7 +533,7 @@ def _pool_json(p: PoolUsage) -> dict:
 
 
 def to_json(r: UsageReport) -> dict:
-    """The report as docs/monitoring.md "JSON" documents it (schemaVersion 2)."""
+    """The report as docs/explanation/monitoring.md "JSON" documents it (schemaVersion 2)."""
     hours = r.window.hours
     return {
         "schemaVersion": SCHEMA_VERSION,

@@ -43,7 +43,7 @@ def register(sub) -> None:
     from gpupool.cli.common import add_output_format
 
     add_output_format(
-        p, FORMATS, "text", "text (default), markdown (the pull-request comment) or json (docs/diff-json.md)"
+        p, FORMATS, "text", "text (default), markdown (the pull-request comment) or json (docs/reference/diff-json.md)"
     )
     p.add_argument(
         "--exit-code",

@@ -194,7 +194,7 @@ def _failed(args: argparse.Namespace, reason: str, message: str, code: int, pref
 
 
 def json_error(command: str | None, reason: str, message: str, code: int) -> str:
-    """The JSON error object of a failed command (docs/cli.md, "Errors"): one object, kind Error."""
+    """The JSON error object of a failed command (docs/reference/cli.md, "Errors"): one object, kind Error."""
     import json
 
     return json.dumps(

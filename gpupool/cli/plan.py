@@ -1,7 +1,7 @@
 """`gpupool plan SPEC`: capacity, grants, headroom, GPU-equivalents per tenant and cost centre, chargeback.
 
 Formats: table (terminals, at most 100 columns for realistic specs), markdown (pull-request comments),
-json (scripts; docs/plan-json.md) and csv (chargeback line items: one row per tenant, resource and pool).
+json (scripts; docs/reference/plan-json.md) and csv (chargeback line items: one row per tenant, resource and pool).
 Exit status: 0 = printed and every resource has non-negative headroom, 1 = invalid spec, 2 = usage error.
 """
 
@@ -23,7 +23,10 @@ def register(sub) -> None:
     add_spec_argument(p)
 
     add_output_format(
-        p, FORMATS, "table", help="table (default), json (docs/plan-json.md), markdown or csv (chargeback line items)"
+        p,
+        FORMATS,
+        "table",
+        help="table (default), json (docs/reference/plan-json.md), markdown or csv (chargeback line items)",
     )
     p.set_defaults(func=run)
 

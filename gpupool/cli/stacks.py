@@ -8,7 +8,7 @@ Exit status: 0 = every stack succeeded (up: and converged), 1 = a stack failed, 
 did not converge or (destroy) does not exist, 2 = usage error (no project, no virtualenv, no backend, no
 pulumi CLI), 130 = interrupted (Ctrl-C: pulumi and its plugins stopped, one line). A failed stack is one
 `error:` line on stderr and a failed outcome in the summary (`-o json` too); a usage error is the JSON error
-object of docs/cli.md under `-o json`. `-c KEY=VALUE` is for the run only (gpupool.deploy.run_config) unless
+object of docs/reference/cli.md under `-o json`. `-c KEY=VALUE` is for the run only (gpupool.deploy.run_config) unless
 --save-config.
 """
 
@@ -158,7 +158,7 @@ def run(args) -> int:
     secret_env.register_config_secrets(dict(args.config))
     backend = os.environ.get("PULUMI_BACKEND_URL", "")
     if not backend:
-        raise UsageError("set PULUMI_BACKEND_URL to the state backend (docs/ci.md, 'State backend')")
+        raise UsageError("set PULUMI_BACKEND_URL to the state backend (docs/howto/ci.md, 'State backend')")
     project = Path(args.project_dir) if args.project_dir else _find_project(Path.cwd())
     if project is None:
         raise UsageError("no Pulumi.yaml in the current directory or above (--project-dir DIR)")

@@ -190,7 +190,7 @@ def render_tenant(
         f"# Scaffolded by `gpupool tenant new`: fill in {' and '.join(todo)} (validation fails until you do),"
         if todo
         else "# Scaffolded by `gpupool tenant new`.",
-        "# Then open the onboarding pull request. Every field: gpupool's docs/spec-reference.md.",
+        "# Then open the onboarding pull request. Every field: gpupool's docs/reference/spec-reference.md.",
         f"name: {name}",
         f"tier: {_scalar(tier)}",
     ]

@@ -1,6 +1,6 @@
 """`gpupool usage SPEC --prometheus URL`: what tenants allocated and used over a time range, and its charge.
 
-Formats: table (default), markdown, json (docs/monitoring.md) and csv (line items per tenant and pool).
+Formats: table (default), markdown, json (docs/explanation/monitoring.md) and csv (line items per tenant and pool).
 Exit status: 0 = printed, 1 = invalid spec, Prometheus unreachable / refused a query / gave an unusable
 answer, 2 = usage error (a flag, the URL, a credential file, a range too long), 3 = printed, but the figures
 are not the whole truth (a period without data, a node's exporter silent while its pods held GPUs, requests
@@ -18,7 +18,7 @@ FORMATS = ("table", "json", "markdown", "csv")
 # Unix seconds at or above this are milliseconds (year 5138 in seconds; Grafana's 13-digit ms are ~1.7e12).
 MS_THRESHOLD = 1e11
 MAX_TIMEOUT = 86400.0
-UNTRUSTED = 3  # the exit status of a report printed with gaps (docs/monitoring.md)
+UNTRUSTED = 3  # the exit status of a report printed with gaps (docs/explanation/monitoring.md)
 WINDOWS = ("today", "yesterday", "week", "lastweek", "month", "lastmonth")
 
 
@@ -33,7 +33,7 @@ def register(sub) -> None:
         description="Granted, allocated and used GPU-equivalents and GPU-hours per tenant and cost centre, "
         "efficiency, idle allocations and the charge (allocated GPU-hours x price); per pool the baseline "
         "utilisation and the capacity pooling could recover. Reads gpupool's monitoring series from "
-        "Prometheus (docs/monitoring.md, also for credentials, TLS and the limits below).",
+        "Prometheus (docs/explanation/monitoring.md, also for credentials, TLS and the limits below).",
     )
     add_spec_argument(p)
     p.add_argument(
@@ -52,7 +52,7 @@ def register(sub) -> None:
     p.add_argument("--start", metavar="TIME", help="start of the range (RFC 3339 or unix seconds); overrides --since")
     p.add_argument("--end", metavar="TIME", help="end of the range (RFC 3339 or unix seconds; default now)")
     _add_range_flags(p)
-    auth = p.add_argument_group("credentials and TLS (docs/monitoring.md, 'Connecting to Prometheus')")
+    auth = p.add_argument_group("credentials and TLS (docs/explanation/monitoring.md, 'Connecting to Prometheus')")
     auth.add_argument(
         "--basic-auth-file",
         metavar="FILE",
@@ -90,7 +90,9 @@ def register(sub) -> None:
         help=f"refuse a range of more steps than this, before any request (default {prom.DEFAULT_MAX_POINTS:,}: "
         f"{prom.DEFAULT_MAX_POINTS // prom.POINTS_PER_REQUEST} requests of {prom.POINTS_PER_REQUEST:,} points per query)",
     )
-    add_output_format(p, FORMATS, "table", help="table (default), json (docs/monitoring.md), markdown or csv")
+    add_output_format(
+        p, FORMATS, "table", help="table (default), json (docs/explanation/monitoring.md), markdown or csv"
+    )
     p.set_defaults(func=run)
 
 

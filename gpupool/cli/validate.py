@@ -15,7 +15,7 @@ def register(sub) -> None:
         help="check specs without touching a cluster",
         description="Check one or more stack specs (and the tenant files they include). "
         "Prints FILE:LINE:COL: error: PATH: MESSAGE [RULE] per problem (rules: "
-        "docs/rules.md); exit 1 on any error.",
+        "docs/reference/rules.md); exit 1 on any error.",
     )
     add_spec_argument(p, many=True)
     add_output_format(

@@ -1,5 +1,5 @@
 """Facts about NVIDIA's dcgm-exporter, the GPU Operator operand whose series gpupool's monitoring reads
-(docs/monitoring.md): the variables that make it attribute every GPU resource to the pods holding it, and what
+(docs/explanation/monitoring.md): the variables that make it attribute every GPU resource to the pods holding it, and what
 that mode needs to stay right for the exporter's other readers."""
 
 from __future__ import annotations

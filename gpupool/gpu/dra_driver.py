@@ -1,6 +1,6 @@
 """Facts about NVIDIA's DRA driver for GPUs (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1, its kubelet plugin with
 default feature gates) that gpupool's classes and chargeback read: its name, how it names the devices it publishes,
-and that each node's devices form one pool named after the node (docs/dra.md)."""
+and that each node's devices form one pool named after the node (docs/explanation/dra.md)."""
 
 from __future__ import annotations
 

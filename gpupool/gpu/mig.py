@@ -378,7 +378,7 @@ def layout_weights(model: GpuModel, layout: Mapping[str, int]) -> dict[str, Frac
     instances the layout creates, in proportion to their compute slices. The weights of a GPU's instances
     always add up to exactly one GPU, so a layout that leaves a slice unusable (2 x 3g.40gb uses 6 of 7) is
     paid for by the instances that strand it, and a fully granted pool bills exactly what it costs
-    (docs/chargeback.md). This is the weight of chargeback, `gpupool plan` and `gpupool usage` alike."""
+    (docs/explanation/chargeback.md). This is the weight of chargeback, `gpupool plan` and `gpupool usage` alike."""
     used = sum(model.profiles[p].compute * n for p, n in layout.items() if n)
     if not used:
         return {}

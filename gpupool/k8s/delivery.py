@@ -43,7 +43,7 @@ def objects(chart: Chart, mode: str) -> list[Desired]:
     if chart.patches and mode != "helmrelease":
         targets = ", ".join(f"{p.kind} {p.name}" for p in chart.patches)
         raise DeliveryError(
-            f"the {chart.name} chart's rendered {targets} must be changed after Helm renders it (docs/dra.md, "
+            f"the {chart.name} chart's rendered {targets} must be changed after Helm renders it (docs/explanation/dra.md, "
             f'"Driver installation"), and {"an Argo CD Application" if mode == "argocd" else "a values file"} '
             "has no post-renderer: use --operator helmrelease (a Flux post-renderer), deploy with Pulumi, or set "
             "cluster.draDriver.install: false and install the driver with a post-renderer of your own"

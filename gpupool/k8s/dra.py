@@ -1,5 +1,5 @@
 """What a pool with `allocation: dra` needs from the cluster: its DeviceClasses, its nodes' labels, and the DRA
-forms of every tenant's grant in the tenant's quota. Pure data, no Pulumi. Design and sources: docs/dra.md.
+forms of every tenant's grant in the tenant's quota. Pure data, no Pulumi. Design and sources: docs/explanation/dra.md.
 
 Device classes. One per DRA pool and physical resource (each MIG profile, and whole GPUs), selecting the
 devices NVIDIA's DRA driver publishes (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1, driver name
@@ -14,7 +14,7 @@ capacity and allowMultipleAllocations (k8s.io/dynamic-resource-allocation v0.36.
 `extendedResourceName` should be unique in the cluster (k8s.io/api v0.36.3 resource/v1/types.go 1978-1992: of two
 classes naming it, the later one wins). So the class is the pool's by the GPU product and by being the only
 class of its resource name (GP231 refuses two DRA pools serving one name); the devices it can reach are the
-ones the driver publishes, on the nodes where its kubelet plugin runs (docs/dra.md, the driver installation).
+ones the driver publishes, on the nodes where its kubelet plugin runs (docs/explanation/dra.md, the driver installation).
 
 Quota keys, as kube-apiserver v1.36.3 spells them (pkg/quota/v1/evaluator/core/resource_claims.go 47-53,
 111-136, 138-167; k8s.io/api v0.36.3 core/v1/types.go 7786-7788):

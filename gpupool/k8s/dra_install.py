@@ -1,5 +1,5 @@
 """NVIDIA's DRA driver as gpupool installs it for pools with `allocation: dra`: its Helm release, beside the GPU
-Operator's ClusterPolicy, in the operator's namespace. Pure data, no Pulumi. Why this shape: docs/dra.md.
+Operator's ClusterPolicy, in the operator's namespace. Pure data, no Pulumi. Why this shape: docs/explanation/dra.md.
 
 Facts from the chart (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1, deployments/helm/dra-driver-nvidia-gpu):
 - `resources.gpus.enabled` (default true) fails the render unless `gpuResourcesEnabledOverride` is true

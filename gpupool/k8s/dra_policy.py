@@ -1,5 +1,5 @@
 """The DRA guard: what a tenant's ResourceClaims and ResourceClaimTemplates may ask, where quota cannot tell.
-Pure data, no Pulumi; rendered only when the spec has a pool with `allocation: dra` (docs/dra.md).
+Pure data, no Pulumi; rendered only when the spec has a pool with `allocation: dra` (docs/explanation/dra.md).
 
 Quota counts devices per class (gpupool.k8s.dra), but it does not see:
 - the claim the scheduler makes for a pod's extended resources. It carries the annotation
@@ -15,7 +15,7 @@ Quota counts devices per class (gpupool.k8s.dra), but it does not see:
   label `resource.kubernetes.io/admin-access`, which tenants cannot set; refused here as well);
 - a class the tenant is not granted, directly or as a `firstAvailable` alternative: a foreign pool's or tier's
   class, or the driver's own (gpu.nvidia.com, mig.nvidia.com: any device anywhere). An allow-list, so classes of
-  other DRA drivers are refused too until the spec grants them (docs/dra.md).
+  other DRA drivers are refused too until the spec grants them (docs/explanation/dra.md).
 
 - a claim shared by several pods (`resourceClaimName` in each): quota counts the claim once, so its devices would
   serve more pods than the grant. kube-scheduler reserves a claim for each pod it binds by appending the pod to

@@ -132,7 +132,7 @@ PODS_READY_TIMEOUT = "10m"
 
 
 def configuration(tenant_label: str, device_class_mappings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The Kueue Configuration (config.kueue.x-k8s.io/v1beta2) gpupool's queues are made for; docs/queueing.md
+    """The Kueue Configuration (config.kueue.x-k8s.io/v1beta2) gpupool's queues are made for; docs/explanation/queueing.md
     shows it, and tests/e2e/test_kueue.py runs Kueue with it (plus only the test's ports and certificates).
 
     - manageJobsWithoutQueueName with managedJobsNamespaceSelector on the tenant label: every workload in a

@@ -1,4 +1,4 @@
-"""The monitoring block's desired objects and its DCGM exporter values (docs/monitoring.md), built beside
+"""The monitoring block's desired objects and its DCGM exporter values (docs/explanation/monitoring.md), built beside
 the tenants' and the Kueue objects (gpupool.k8s.manifests registers them).
 
 With `monitoring.enabled` (off by default: the PrometheusRule needs the Prometheus Operator's CRDs):
@@ -52,7 +52,7 @@ def dcgm_exporter_values(spec: m.Spec) -> dict[str, Any]:
         values["env"] = env
     if dcgm_exporter.needs_host_pid(exporter_env):
         # Virtual-GPU mode makes GPU_UTIL / FB_USED per process for every GPU pod; without the host's PIDs
-        # they read 0 for everyone else reading them (NVIDIA's dashboard, Kubecost, HPAs): docs/monitoring.md.
+        # they read 0 for everyone else reading them (NVIDIA's dashboard, Kubecost, HPAs): docs/explanation/monitoring.md.
         values[dcgm_exporter.HOST_PID_VALUE] = True
     return values
 

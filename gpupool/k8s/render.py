@@ -69,7 +69,7 @@ def _document(obj: Desired) -> str:
             "\n# at a time) runs only under Pulumi: applied as files, every node of the pool is relabelled at once"
         )
     if obj.wait_for:
-        # Pulumi waits (pulumi.com/waitFor, added by the component); a plain apply does not (see docs/design.md, "Rolling MIG re-layout").
+        # Pulumi waits (pulumi.com/waitFor, added by the component); a plain apply does not (see docs/explanation/design.md, "Rolling MIG re-layout").
         header += f"\n# gpupool: pulumi waits up to {obj.timeout_seconds}s for {obj.wait_for}"
     return header + "\n" + dump_yaml(obj.manifest)
 
@@ -106,7 +106,7 @@ def render_documents(plan: DesiredObjects, operator: str = delivery.DEFAULT_MODE
     if plan.queues is not None:
         out[KUEUE_CONFIG_FILE] = (
             "# gpupool: the Configuration Kueue must run with for this platform's queues (not a Kubernetes object:\n"
-            "# the controller_manager_config.yaml of Kueue's install; docs/queueing.md)\n"
+            "# the controller_manager_config.yaml of Kueue's install; docs/explanation/queueing.md)\n"
             + dump_yaml(plan.queues.configuration)
         )
     out[gitops.KUSTOMIZATION_FILE] = gitops.kustomization(resources)

@@ -2,7 +2,7 @@
 
 One granted unit of an advertised resource weighs what one unit of it is in physical GPUs
 (NodePool.unit_gpu_fraction), averaged over the pools that supply it by their capacity of it, since a quota
-names the resource and not the pool (docs/chargeback.md). The capacity plan (gpupool.analysis.plan), the
+names the resource and not the pool (docs/explanation/chargeback.md). The capacity plan (gpupool.analysis.plan), the
 recording rules' `gpupool:tenant_granted_gpu_equivalents` (gpupool.monitoring.rules) and `gpupool usage`
 read these figures from here, so none of them has to run the whole plan for one number.
 

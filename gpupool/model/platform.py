@@ -27,7 +27,7 @@ DEFAULT_DRA_CHART_REPOSITORY = "oci://registry.k8s.io/dra-driver-nvidia/charts"
 GPU = "nvidia.com/gpu"
 SHARED_SUFFIX = ".shared"
 DEVICE_PLUGIN = "device-plugin"  # a pool's `allocation`: the NVIDIA device plugin advertises its devices (default)
-DRA = "dra"  # ... or Dynamic Resource Allocation serves them (gpupool.k8s.dra, docs/dra.md)
+DRA = "dra"  # ... or Dynamic Resource Allocation serves them (gpupool.k8s.dra, docs/explanation/dra.md)
 
 
 def shared_name(physical: str) -> str:

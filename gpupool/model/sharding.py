@@ -1,7 +1,7 @@
 """Which Pulumi stack holds which tenant, when a big platform is split into a platform stack and tenant shards.
 
 The file backend rewrites a stack's whole state after every step, so one `pulumi up` costs O(resources²)
-(docs/scale.md). Splitting the tenants over `sharding.tenantShards` stacks keeps each state small:
+(docs/explanation/scale.md). Splitting the tenants over `sharding.tenantShards` stacks keeps each state small:
 the platform stack (named as today, e.g. `dev`) holds the operator, the GPU ConfigMaps, the node pools and
 the tiers; stack `dev.tenants-<k>` holds the tenants that `shard_of` assigns to shard k. Every stack's
 program still validates the whole spec, so `gpupool validate`/`plan`/`diff` judge the whole platform.

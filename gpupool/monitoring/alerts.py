@@ -1,5 +1,5 @@
 """gpupool's alerts: the `gpupool.alerts` group of the PrometheusRule (gpupool.monitoring.rules assembles the
-groups). docs/monitoring.md has the runbook of each alert, the anchor every `runbook_url` points at.
+groups). docs/explanation/monitoring.md has the runbook of each alert, the anchor every `runbook_url` points at.
 
 Each alert is meant to be quiet on a healthy cluster and to fire on the failure it names
 (tests/e2e/test_monitoring_rules.py proves both with promtool, on series generated from the prod spec):
@@ -28,7 +28,7 @@ from gpupool.model import queues
 from gpupool.monitoring import promql as q
 from gpupool.monitoring.duration import parse_seconds
 
-RUNBOOK = "docs/monitoring.md"  # gpupool's docs: each alert's runbook is the section named after it
+RUNBOOK = "docs/explanation/monitoring.md"  # gpupool's docs: each alert's runbook is the section named after it
 
 # Static series (what the spec says), recorded beside the alerts that read them.
 GRANTED = "namespace_resource:gpupool_granted:count"  # {namespace, tenant, resource}: a grant, in units
@@ -61,7 +61,7 @@ def _static(record: str, value: Fraction | float | int, labels: dict[str, str]) 
 
 
 def anchor(alert: str) -> str:
-    """The docs/monitoring.md anchor of an alert's runbook: its `### Name` heading, as GitHub slugs it."""
+    """The docs/explanation/monitoring.md anchor of an alert's runbook: its `### Name` heading, as GitHub slugs it."""
     return alert.lower()
 
 

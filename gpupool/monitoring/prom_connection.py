@@ -4,7 +4,7 @@ Basic auth (the URL's `user:password@`, or a file) or a bearer token file become
 value, kept out of every repr; the URL requested and printed carries no userinfo (gpupool.redact's
 url_for_display). Every credential is registered with gpupool.redact the moment it is read, and no message
 names its value: errors name the flag and the file. Everything here is checked before any request, and a
-failure is a ConfigError (a usage error, exit 2). docs/monitoring.md, "Connecting to Prometheus".
+failure is a ConfigError (a usage error, exit 2). docs/explanation/monitoring.md, "Connecting to Prometheus".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Plain urllib: a handful of range queries do not justify a dependency. The connection (URL, credentials, TLS) is
 gpupool.monitoring.prom_connection's, one bounded request gpupool.monitoring.prom_http's; this module asks
-the range and checks what comes back (docs/monitoring.md, "Connecting to Prometheus"):
+the range and checks what comes back (docs/explanation/monitoring.md, "Connecting to Prometheus"):
 
 - Range: long ranges are cut into requests of at most POINTS_PER_REQUEST steps (Prometheus refuses more
   than 11,000 points per series in one query: prometheus web/api/v1/api.go queryRange, "exceeded maximum

@@ -37,7 +37,7 @@ CLAIM_CONSUMERS = "kube_resourceclaim_status_reserved_for"
 
 NODE_POOL_LABEL = "label_gpupool_dev_pool"  # kube_node_labels of the node label gpupool.dev/pool
 MIG_STATE_LABEL = "label_nvidia_com_mig_config_state"  # ... of nvidia.com/mig.config.state
-# What kube-state-metrics must be told to export (its --metric-labels-allowlist), see docs/monitoring.md.
+# What kube-state-metrics must be told to export (its --metric-labels-allowlist), see docs/explanation/monitoring.md.
 KSM_NODE_LABELS = ("gpupool.dev/pool", "nvidia.com/mig.config.state")
 GPU_RESOURCES = "nvidia_com_gpu|nvidia_com_gpu_shared|nvidia_com_mig_.+"
 GPU_REQUESTS = f'{REQUESTS}{{resource=~"{GPU_RESOURCES}"}}'  # containers' GPU requests, any pod
@@ -89,7 +89,7 @@ def share_of_device(active: str) -> str:
 
     On a time-sliced or MPS GPU every sharing pod reports the device's value (the exporter copies it), so a
     sum would count the device once per pod. Dividing by the pods on the device splits the measured activity
-    equally among them: what is attributed per pod is a share, not a per-pod measurement (docs/monitoring.md).
+    equally among them: what is attributed per pod is a share, not a per-pod measurement (docs/explanation/monitoring.md).
     On an exclusive GPU or MIG instance the count is 1."""
     by = ", ".join(DEVICE)
     return f"({active}) / on({by}) group_left() count by ({by}) ({active})"

@@ -1,5 +1,5 @@
 """The PrometheusRule gpupool generates from the spec: recording rules (weights, allocated and used
-GPU-equivalents per pod, tenant and pool, MIG-aware) and alerts. Pure data; docs/monitoring.md explains
+GPU-equivalents per pod, tenant and pool, MIG-aware) and alerts. Pure data; docs/explanation/monitoring.md explains
 each series, tests/test_monitoring_rules.py runs `promtool check rules` and `promtool test rules` on it.
 
 The weights are the chargeback's (NodePool.unit_gpu_fraction / device_gpu_fraction), written as static

@@ -1,4 +1,4 @@
-"""`gpupool plan` output: table (terminals), markdown (PR comments), json (docs/plan-json.md), csv (chargeback)."""
+"""`gpupool plan` output: table (terminals), markdown (PR comments), json (docs/reference/plan-json.md), csv (chargeback)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`gpupool plan -o json`: the stable, documented JSON document of a capacity plan (docs/plan-json.md), one
+"""`gpupool plan -o json`: the stable, documented JSON document of a capacity plan (docs/reference/plan-json.md), one
 presentation of gpupool.analysis.plan beside the text and markdown tables of gpupool.present.plan."""
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def _rollout_json(r: RolloutLine) -> dict[str, Any]:
 
 
 def to_json(plan: CapacityPlan) -> dict[str, Any]:
-    """The stable, documented JSON document (docs/plan-json.md): schemaVersion 1."""
+    """The stable, documented JSON document (docs/reference/plan-json.md): schemaVersion 1."""
     return {
         "schemaVersion": SCHEMA_VERSION,
         "cluster": plan.cluster,

@@ -1,4 +1,4 @@
-"""`gpupool usage` output: table (terminals), markdown (reports), json (docs/monitoring.md), csv (line items)."""
+"""`gpupool usage` output: table (terminals), markdown (reports), json (docs/explanation/monitoring.md), csv (line items)."""
 
 from __future__ import annotations
 
@@ -174,7 +174,7 @@ def _notes(r: UsageReport) -> list[str]:
     if any(t.used_shared for t in r.tenants):
         out.append(
             "* includes an equal share of time-sliced/MPS devices: their activity is per device, so it is split "
-            "among the pods on it (docs/monitoring.md)"
+            "among the pods on it (docs/explanation/monitoring.md)"
         )
     if r.spread_idle:
         out.append("IDLE SHARE: each pool's unallocated cost spread over its allocators by their GPU-hours there")

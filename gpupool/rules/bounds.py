@@ -44,7 +44,7 @@ tenant file larger than {MAX_FILE_BYTES >> 10:,} KiB (`--max-file-size`), or the
 beyond {MAX_RUN_BYTES >> 10:,} KiB (`--max-input-size`), is not read; nor is a FIFO, a device or a socket
 (`validate - < /dev/zero`, a tenant file that is a symlink to /dev/zero), on the working tree and at the
 `diff --base` commit alike. A spec of 1,000 tenants and 100 pools is about 350 KB; the run cap is what every
-command handles within 60 s on two loaded cores (docs/cli.md, "Input limits").
+command handles within 60 s on two loaded cores (docs/reference/cli.md, "Input limits").
 
 Passes:
     tenants:

@@ -1,4 +1,4 @@
-"""docs/rules.md, generated from the rule registry: `python -m gpupool.rules.docs` (or `--check`).
+"""docs/reference/rules.md, generated from the rule registry: `python -m gpupool.rules.docs` (or `--check`).
 
 Each rule's documentation is its docstring (or the `doc` given to `declare`): a short why, then a
 ``Passes:`` and a ``Fails:`` block of YAML. For the rules on the model (GP1xx-GP7xx) each block holds
@@ -15,10 +15,10 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-DOCS_PATH = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
+DOCS_PATH = Path(__file__).resolve().parents[2] / "docs" / "reference" / "rules.md"
 # Where a rule's documentation is, relative to the gpupool repository (the project has no public home page
 # to point at yet; SARIF's helpUri and the text output use this).
-HELP_URI = "docs/rules.md"
+HELP_URI = "docs/reference/rules.md"
 
 # A small valid spec; an example replaces some of its top-level keys.
 EXAMPLE_BASE = """\
@@ -64,7 +64,7 @@ def parse(doc: str) -> RuleDoc:
 
 
 def anchor(rule_id: str) -> str:
-    """The heading anchor of a rule in docs/rules.md (what SARIF's helpUri points at)."""
+    """The heading anchor of a rule in docs/reference/rules.md (what SARIF's helpUri points at)."""
     return rule_id.lower()
 
 
@@ -122,8 +122,8 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gpupool.rules.docs", description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 when docs/rules.md is stale, write nothing")
-    ap.add_argument("--output", type=Path, default=DOCS_PATH, help="where to write (default: docs/rules.md)")
+    ap.add_argument("--check", action="store_true", help="exit 1 when docs/reference/rules.md is stale, write nothing")
+    ap.add_argument("--output", type=Path, default=DOCS_PATH, help="where to write (default: docs/reference/rules.md)")
     args = ap.parse_args(argv)
     text = render()
     if args.check:

@@ -1,4 +1,4 @@
-"""GP23x: pools whose devices Dynamic Resource Allocation serves (`allocation: dra`; gpupool.k8s.dra, docs/dra.md)."""
+"""GP23x: pools whose devices Dynamic Resource Allocation serves (`allocation: dra`; gpupool.k8s.dra, docs/explanation/dra.md)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def operator_dra_stack(ctx: Context) -> None:
     """GPU Operator v26.7.0 deploys either ClusterPolicy (the device-plugin stack) or GPUCluster (its DRA stack),
     never both (deployments/gpu-operator/values.yaml 566-576: "It is an invalid configuration for both CRs to
     exist"). gpupool's MIG Manager config, device-plugin configs and per-node deploy labels are ClusterPolicy's,
-    and a DRA pool runs beside it (docs/dra.md), so the values may not turn ClusterPolicy off or GPUCluster on.
+    and a DRA pool runs beside it (docs/explanation/dra.md), so the values may not turn ClusterPolicy off or GPUCluster on.
 
     Passes:
         cluster: {name: dev, gpuOperator: {values: {gpuCluster: {deployCR: false}}}}
@@ -91,7 +91,7 @@ def operator_dra_stack(ctx: Context) -> None:
             ctx.error(
                 ("cluster", "gpuOperator", "values", section, "deployCR"),
                 f"must stay {str(not refused).lower()}: gpupool runs the GPU Operator's ClusterPolicy stack, and "
-                "pools with allocation: dra run beside it (docs/dra.md)",
+                "pools with allocation: dra run beside it (docs/explanation/dra.md)",
             )
 
 

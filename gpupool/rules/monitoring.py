@@ -1,4 +1,4 @@
-"""GP16x: the monitoring block (docs/monitoring.md): what would make gpupool's figures wrong or empty."""
+"""GP16x: the monitoring block (docs/explanation/monitoring.md): what would make gpupool's figures wrong or empty."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def attribution_values(ctx: Context) -> None:
             VALUES + ("dcgmExporter", "hostPID"),
             "turns off the host PIDs gpupool gives the exporter with a time-sliced or MPS pool: its "
             "virtual-GPU mode then reports DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_USED as 0 for every GPU pod, "
-            "for every reader of the exporter (docs/monitoring.md); remove it unless your cluster forbids host PIDs",
+            "for every reader of the exporter (docs/explanation/monitoring.md); remove it unless your cluster forbids host PIDs",
             key=True,
         )
     env = _get(ctx.data, *VALUES, "dcgmExporter", "env")

@@ -2,7 +2,7 @@
 
 Most of these decide whether a pool can be built at all, so they run inside the model builder
 (gpupool/model/build.py) and are declared here with their documentation. Examples replace the top-level
-keys of the base spec shown in docs/rules.md.
+keys of the base spec shown in docs/reference/rules.md.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The rule registry: every semantic check is a small function with a stable id.
 
 A rule is registered with `@rule("GP123", "one-line title")`. Its docstring says why the rule exists and
-carries two examples, fenced as ``Passes:`` and ``Fails:`` YAML snippets; `docs/rules.md` is generated from
+carries two examples, fenced as ``Passes:`` and ``Fails:`` YAML snippets; `docs/reference/rules.md` is generated from
 them (`python -m gpupool.rules.docs`) and a test fails when it is stale. Rules run after the model was built
 from the schema-valid parts of the spec, in id order; each reads the model and the raw data through a
 `Context` and reports through it, so every diagnostic carries the id of the rule that found it.

@@ -16,7 +16,7 @@ MAX_VALUES = 2_000_000
 # Input caps, raised with --max-file-size / --max-input-size. A spec of 1,000 tenants and 100 pools is about
 # 350 KB (bench/bench_validate.py). The run cap is what the slowest command handles within 60 s on 2 loaded
 # cores: render took 39 s for 512 KiB of tenant files and 124 s for 1 MiB (load 13-17, bench/
-# bench_input_limits.py; docs/cli.md has the table). Loading costs ~60-300 bytes of memory per input byte.
+# bench_input_limits.py; docs/reference/cli.md has the table). Loading costs ~60-300 bytes of memory per input byte.
 MAX_FILE_BYTES = 512 << 10
 MAX_RUN_BYTES = 512 << 10
 

@@ -1,9 +1,9 @@
-"""docs/spec-reference.md, the field reference of the spec and tenant files, generated from the JSON Schema:
+"""docs/reference/spec-reference.md, the field reference of the spec and tenant files, generated from the JSON Schema:
 `python -m gpupool.spec.reference` (or `--check`; tests/test_spec_reference.py fails while it is stale).
 
 Every field is one row: its path (`nodePools[].sharing.mig.preset`), its type and constraints, whether it
 is required, its default and its description, all read from schemas/gpupool.schema.json, so the reference
-cannot drift from what `gpupool validate` accepts. Semantic checks beyond the schema are in docs/rules.md.
+cannot drift from what `gpupool validate` accepts. Semantic checks beyond the schema are in docs/reference/rules.md.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-DOCS_PATH = Path(__file__).resolve().parents[2] / "docs" / "spec-reference.md"
+DOCS_PATH = Path(__file__).resolve().parents[2] / "docs" / "reference" / "spec-reference.md"
 
 
 def _schema() -> dict:
@@ -157,8 +157,12 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gpupool.spec.reference", description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 when docs/spec-reference.md is stale, write nothing")
-    ap.add_argument("--output", type=Path, default=DOCS_PATH, help="where to write (default: docs/spec-reference.md)")
+    ap.add_argument(
+        "--check", action="store_true", help="exit 1 when docs/reference/spec-reference.md is stale, write nothing"
+    )
+    ap.add_argument(
+        "--output", type=Path, default=DOCS_PATH, help="where to write (default: docs/reference/spec-reference.md)"
+    )
     args = ap.parse_args(argv)
     text = render()
     if args.check:

@@ -1,4 +1,4 @@
-"""What "adopted" means (docs/create-semantics.md), shared by the e2e tests of issue 18's create semantics:
+"""What "adopted" means (docs/explanation/create-semantics.md), shared by the e2e tests of issue 18's create semantics:
 test_cli_path.py (namespaces made with kubectl before the first up; the up after destroy) and
 test_crash_safety.py (the rerun after a killed up, whose landed create never reached the state).
 

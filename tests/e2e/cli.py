@@ -118,7 +118,7 @@ class CliProject:
     ) -> subprocess.CompletedProcess:
         """``gpupool stacks OP STACK --all -c ...`` (ALL_STACKS, see _argv); stdout and stderr merged into
         ``.stdout``, also kept in ``root/<op>-<n>.log`` under a line naming the test, the exit status and the
-        wall time (the record docs/ci.md's fault table is read from)."""
+        wall time (the record docs/howto/ci.md's fault table is read from)."""
         started = time.monotonic()
         p = subprocess.run(
             self._argv(op, all_stacks),

@@ -31,7 +31,7 @@ BUILD_SH = REPO / "toolchain" / "build.sh"
 # The end-to-end step runs in 3 pytest-xdist workers, one module per worker at a time (ci/test.sh:
 # `-n 3 --dist loadfile`), and a worker takes the next module in collection order. Taking the longest
 # modules first keeps the workers busy to the end instead of one running the slowest module alone.
-# Seconds per module in the full warm run of 5 Dec (3 workers on 2 cores; out/test/e2e.xml, docs/testing.md);
+# Seconds per module in the full warm run of 5 Dec (3 workers on 2 cores; out/test/e2e.xml, docs/contributing/testing.md);
 # a module not listed goes after these in its usual order. Only the order changes: tests inside a module keep
 # theirs.
 MODULE_SECONDS = {

@@ -136,7 +136,7 @@ def publish(cp, node: dict[str, Any], gpus: int = 0, devices=None) -> None:
 
 def driver_classes() -> list[dict[str, Any]]:
     """The classes the driver's chart creates (v0.4.1 deployments/helm/dra-driver-nvidia-gpu/templates/
-    deviceclass-gpu.yaml, deviceclass-mig.yaml), without the chart's `nvidia.com/gpu` mapping, which docs/dra.md
+    deviceclass-gpu.yaml, deviceclass-mig.yaml), without the chart's `nvidia.com/gpu` mapping, which docs/explanation/dra.md
     says to turn off beside gpupool's classes: any GPU or MIG device on any node, so no tenant may name them."""
     return [
         {

@@ -1,6 +1,6 @@
 """A local S3-compatible object store for the state-backend tests: gofakes3 (``cmd/gofakes3``, built by
 ``toolchain/build.sh`` next to the rest of the toolchain) on loopback, with one bucket that has object
-versioning turned on (as docs/ci.md recommends for the state bucket).
+versioning turned on (as docs/howto/ci.md recommends for the state bucket).
 
 Its memory backend (``s3mem``), because it is the one that behaves like S3 where Pulumi depends on it: a PUT
 replaces an object whole under one lock (readers see the old or the new object), a listing sees every

@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[2]
 A100_NODE, L4_NODE = "dev-gpu-a100-1", "dev-gpu-l4-1"
 RESOURCE_API = "/apis/resource.k8s.io/v1"
 MIG_1G = "nvidia.com/mig-1g.10gb"
-CLASS_1G = "gpupool-a100-mig-mig-1g.10gb"  # docs/dra.md: gpupool-<pool>-<profile>
+CLASS_1G = "gpupool-a100-mig-mig-1g.10gb"  # docs/explanation/dra.md: gpupool-<pool>-<profile>
 NS = "notebooks"
 NOTEBOOKS = {"as_user": "nina", "as_groups": ["data-science"]}
 

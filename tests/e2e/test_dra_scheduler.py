@@ -57,7 +57,7 @@ VISION = "name: vision\ntier: standard\ngpus: {nvidia.com/gpu: 2}\nowners: [visi
 VISION_OWNER = {"as_user": "vic", "as_groups": ["vision-team"]}
 RESOURCE_API = "/apis/resource.k8s.io/v1"
 MIG_1G, MIG_2G, MIG_3G = "nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb"
-# The classes gpupool names for the a100-mig pool (docs/dra.md: gpupool-<pool>-<profile>).
+# The classes gpupool names for the a100-mig pool (docs/explanation/dra.md: gpupool-<pool>-<profile>).
 CLASS_1G, CLASS_3G = "gpupool-a100-mig-mig-1g.10gb", "gpupool-a100-mig-mig-3g.40gb"
 NOTEBOOKS = {"as_user": "nina", "as_groups": ["data-science"]}
 INFERENCE = {"as_user": "ivan", "as_groups": ["inference-oncall"]}
@@ -165,7 +165,7 @@ def cluster(scheduler_bin, private_control_plane, tmp_path_factory):
     cp.make_schedulable(A100_NODE, L4_NODE, H100_NODE, STRAY_NODE)
     out = work / "out"
     assert main(["render", str(stack / "spec.yaml"), "--output-dir", str(out), "--operator", "values"]) == 0
-    # Applied twice as docs/cli.md says (apply -f DIR goes by file name: a quota may come before its namespace).
+    # Applied twice as docs/reference/cli.md says (apply -f DIR goes by file name: a quota may come before its namespace).
     cp.kubectl("apply", "--server-side", "-f", str(out), check=False)
     cp.kubectl("apply", "--server-side", "-f", str(out))
     cp.apply(driver.driver_classes())

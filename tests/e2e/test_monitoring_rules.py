@@ -294,7 +294,7 @@ def test_promtool_unit_tests(prometheus_bin, prod, rule_file):
                                         "exp_annotations": {
                                             "summary": "MIG Manager failed to apply a MIG layout",
                                             "description": failed_description,
-                                            "runbook_url": "docs/monitoring.md#migconfigfailed",
+                                            "runbook_url": "docs/explanation/monitoring.md#migconfigfailed",
                                         }
                                     }
                                     if name == "MigConfigFailed"

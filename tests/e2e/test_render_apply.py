@@ -173,7 +173,7 @@ def test_the_chart_objects_are_valid_against_the_flux_and_argo_cd_crds(operator,
 
 def test_the_dra_drivers_oci_repository_and_post_renderer_are_valid_flux(cluster, tmp_path):
     """The DRA driver's release as Flux gets it where a DRA pool serves whole GPUs: an OCI HelmRepository and a
-    HelmRelease whose kustomize post-renderer removes the chart class's nvidia.com/gpu mapping (docs/dra.md)."""
+    HelmRelease whose kustomize post-renderer removes the chart class's nvidia.com/gpu mapping (docs/explanation/dra.md)."""
     work = tmp_path / "dra"
     shutil.copytree(REPO / "stacks" / "dra", work)
     spec = work / "spec.yaml"
@@ -264,7 +264,7 @@ def _assert_node_labels(cp: ControlPlane, stack: str) -> None:
 
 
 def test_the_rendered_directory_applies_for_real_twice(cluster, tmp_path):
-    """`kubectl apply --server-side -f DIR`, run twice as docs/cli.md says, leaves every object as rendered and
+    """`kubectl apply --server-side -f DIR`, run twice as docs/reference/cli.md says, leaves every object as rendered and
     every node with all of gpupool's labels (MIG nodes had five documents each and lost their labels).
     The Kustomization in DIR is skipped by apply -f (no .yaml extension), so both runs exit 0."""
     out = tmp_path / "out"
@@ -273,7 +273,7 @@ def test_the_rendered_directory_applies_for_real_twice(cluster, tmp_path):
     cluster.kubectl("create", "namespace", "gpu-operator", check=False)
     _nodes_exist(cluster, docs.values())
     # apply -f DIR goes by file name, so on a fresh cluster the first run may meet a tenant's quota before its
-    # namespace (docs/cli.md: "may need a second run"); nothing else may fail, and the second run must not.
+    # namespace (docs/reference/cli.md: "may need a second run"); nothing else may fail, and the second run must not.
     first = cluster.kubectl("apply", "--server-side", "-f", str(out), check=False)
     errors = [line for line in first.stderr.splitlines() if line.strip()]
     assert all(

@@ -1,4 +1,4 @@
-"""The state backend docs/ci.md recommends, an object-store bucket (``PULUMI_BACKEND_URL=s3://…``), on the
+"""The state backend docs/howto/ci.md recommends, an object-store bucket (``PULUMI_BACKEND_URL=s3://…``), on the
 user's path (``gpupool stacks``, the pulumi CLI, the language host) against a real API server: an
 S3-compatible server (gofakes3, a versioned bucket, ``tests/e2e/s3.py`` says how far it is faithful) on
 loopback.
@@ -125,7 +125,7 @@ def test_up_converges_on_the_s3_backend_and_the_state_is_in_the_bucket(project, 
     assert [r["urn"] for r in checkpoint["resources"]] == [r["urn"] for r in exported["resources"]]
     assert len(checkpoint["resources"]) > 10 * TENANTS
     assert not list(project.state.iterdir())
-    # Bucket versioning keeps the earlier checkpoints (docs/ci.md), on top of Pulumi's `.json.bak` object.
+    # Bucket versioning keeps the earlier checkpoints (docs/howto/ci.md), on top of Pulumi's `.json.bak` object.
     assert len(project.s3.versions(project.state_key())) > 2
     assert f"{project.state_key()}.bak" in keys, keys
     # The unchanged stack plans no change.
@@ -206,7 +206,7 @@ def test_destroy_on_the_s3_backend(project, cluster, doc):
     assert project.export()["deployment"].get("resources") in (None, [])
     assert json.loads(project.s3.get(project.state_key()))["checkpoint"]["latest"].get("resources") in (None, [])
     assert not project.lock_files()
-    # Tenants that are not offboarded keep their namespace (docs/deploy.md, "What `pulumi destroy` does"); an
+    # Tenants that are not offboarded keep their namespace (docs/explanation/deploy.md, "What `pulumi destroy` does"); an
     # offboarded tenant's namespace and the platform's cluster objects are gone.
     offboarded = [t["name"] for t in doc["tenants"] if t.get("offboarded")]
     assert offboarded and len(offboarded) < len(doc["tenants"])

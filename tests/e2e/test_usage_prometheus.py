@@ -454,10 +454,10 @@ def _doc_block(path: Path, after: str) -> list[str]:
 
 @pytest.mark.parametrize(
     "doc, after",
-    [("README.md", "<!-- usage-report:"), ("docs/monitoring.md", "`gpupool usage` on it")],
+    [("README.md", "<!-- usage-report:"), ("docs/explanation/monitoring.md", "`gpupool usage` on it")],
 )
 def test_the_report_shown_in_the_docs_is_what_the_command_prints(world, doc, after):
-    """The usage report the README and docs/monitoring.md show is this scenario's, line for line, in order."""
+    """The usage report the README and docs/explanation/monitoring.md show is this scenario's, line for line, in order."""
     block = _doc_block(Path(__file__).resolve().parents[2] / doc, after)
     printed = _usage(world, "table").splitlines()
     assert len(block) >= 5
@@ -547,7 +547,7 @@ def history_at(k: int) -> dict:
     }  # fmt: skip
 
 
-# The spec as written now, what a moment without history is priced with (docs/monitoring.md).
+# The spec as written now, what a moment without history is priced with (docs/explanation/monitoring.md).
 SPEC_NOW = {
     "weight": {("mig", "nvidia_com_mig_1g_10gb"): 1 / 7, ("a", "nvidia_com_gpu"): 1.0, ("b", "nvidia_com_gpu"): 1.0},
     "price": {"mig": 4.0, "a": 2.0, "b": 1.0},

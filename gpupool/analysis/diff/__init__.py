@@ -10,7 +10,7 @@ validate) and returns a `SpecDiff` (result.py). One module per aspect:
 - configs.py: device-plugin ConfigMap keys added, removed or changed, and per pool unified diffs of its MIG
   Manager and device-plugin config entries;
 - objects.py: the rendered Kubernetes objects (gpupool render) added, changed and removed, field by field;
-- queues.py: the Kueue queues (docs/queueing.md);
+- queues.py: the Kueue queues (docs/explanation/queueing.md);
 - reconcile.py: for an invalid side, only what the valid parts of both sides support is compared;
 - compute.py: all of it, each side built once.
 

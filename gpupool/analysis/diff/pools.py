@@ -1,5 +1,5 @@
 """Node pools added or removed, nodes joining or leaving one, and pools switching how their devices are handed out
-(`allocation`: the device plugin or DRA, docs/dra.md)."""
+(`allocation`: the device plugin or DRA, docs/explanation/dra.md)."""
 
 from __future__ import annotations
 

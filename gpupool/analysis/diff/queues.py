@@ -1,4 +1,4 @@
-"""What a change does to the Kueue queues (docs/queueing.md), from the queue model of both sides.
+"""What a change does to the Kueue queues (docs/explanation/queueing.md), from the queue model of both sides.
 
 Computed from gpupool.model.queues (the functions the ClusterQueues and ResourceQuotas are made from), never
 from rendered YAML: queueing turned on or off; per tenant and (flavor, resource) the nominal quota, the

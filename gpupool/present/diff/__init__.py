@@ -1,5 +1,5 @@
 """`gpupool diff` output, one module per format: text.py (terminals), markdown.py (the pull-request comment,
-fitted to GitHub's limit by budget.py) and json_doc.py (docs/diff-json.md).
+fitted to GitHub's limit by budget.py) and json_doc.py (docs/reference/diff-json.md).
 
 What text and markdown both say is worded once: verdict.py (the verdict, summary line and alerts),
 tenants.py, nodes.py (MIG re-layouts, pools), configs.py (device plugin, config entries, objects),

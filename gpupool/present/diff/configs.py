@@ -13,7 +13,7 @@ RENAMED = "REPLACED (renamed: deleted and created)"
 
 # A tier's PriorityClass on a value change (Desired.replace_on_changes): say what it takes and means.
 IMMUTABLE = (
-    "REPLACED (the field is immutable: `pulumi up` deletes and creates it (docs/safety.md); with the render run"
+    "REPLACED (the field is immutable: `pulumi up` deletes and creates it (docs/explanation/safety.md); with the render run"
     " `kubectl replace --force -f` on this file first; running pods keep their old priority until they are"
     " re-created, and pods created in between naming it are refused)"
 )

@@ -1,4 +1,4 @@
-"""`gpupool diff -o json`: the diff as the document docs/diff-json.md describes."""
+"""`gpupool diff -o json`: the diff as the document docs/reference/diff-json.md describes."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def format_json(base: Side, head: Side, d: SpecDiff, ok: bool) -> str:
 
     mig = []
     for c in d.mig:
-        # The solver's placements are the slice maps' input, not part of the document (docs/diff-json.md).
+        # The solver's placements are the slice maps' input, not part of the document (docs/reference/diff-json.md).
         row = asdict(replace(c, slices_before=SliceLayout(), slices_after=SliceLayout()))
         del row["slices_before"], row["slices_after"]
         for k in ("groups_before", "groups_after"):

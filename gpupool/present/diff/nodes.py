@@ -127,7 +127,7 @@ def cutover_lines(d: SpecDiff) -> list[str]:
         if c.after == "dra":
             how = (
                 f"the device plugin stops on {nodes}; pods asking the pool's names are served through its "
-                "DeviceClasses, by NVIDIA's DRA driver, which must run there first (docs/dra.md)"
+                "DeviceClasses, by NVIDIA's DRA driver, which must run there first (docs/explanation/dra.md)"
             )
         else:
             how = f"the device plugin starts on {nodes} and serves the pool's names again; its DeviceClasses go"

@@ -92,7 +92,7 @@ def queue_rows(d: QueueDiff) -> list[QueueRow]:
                 f"queueing turned on (Kueue): {flavors:,} ResourceFlavors, {cohorts:,} Cohorts, {queues:,} "
                 "ClusterQueues with a LocalQueue each; every tenant's GPU workloads must now go through Kueue (the "
                 "queue policy refuses GPU pods Kueue does not hold, and Kueue must run the documented "
-                "configuration, docs/queueing.md), and GPU ResourceQuotas are sized to the most Kueue can admit",
+                "configuration, docs/explanation/queueing.md), and GPU ResourceQuotas are sized to the most Kueue can admit",
                 True,
             )
         )

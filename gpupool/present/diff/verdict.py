@@ -148,7 +148,7 @@ ALERT_TITLE = {
     Risk.PREEMPTION_EXPOSED: "tier queue policy allows more preemption",
     Risk.TIER_RAISED: "tier raised: its pods can preempt more workloads",
     Risk.MAX_PER_POD_LIFTED: "per-pod GPU maximum raised or removed",
-    Risk.ALLOCATION_CUTOVER: "allocation cutover: another mechanism hands out the pool's devices (docs/dra.md)",
+    Risk.ALLOCATION_CUTOVER: "allocation cutover: another mechanism hands out the pool's devices (docs/explanation/dra.md)",
 }
 
 

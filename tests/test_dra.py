@@ -289,7 +289,17 @@ def test_a_pool_switching_to_dra_is_a_cutover_with_each_tenants_grant_before_and
         assert rows == expected
         classes = {g["resource"]: g["deviceClass"] for g in cut["grants"]}
         assert classes["nvidia.com/mig-1g.10gb"] == "gpupool-a100-mig-mig-1g.10gb"
+        assert cut["driverInstalled"] is True  # the default: gpupool installs the driver
     assert main(["diff", str(ROOT / "stacks" / "dev" / "spec.yaml"), str(head / "spec.yaml")]) == 0
     out = capsys.readouterr().out
     assert "⚠ HEAD applies, but it switches 1 pool between the device plugin and DRA." in out
     assert "allocation device-plugin → dra: the device plugin stops on dev-gpu-a100-1" in out
+    assert "NVIDIA's DRA driver, which gpupool installs beside the GPU Operator" in out
+    # A cluster that runs the driver itself: the reviewer is told it must be there first.
+    text = (head / "spec.yaml").read_text()
+    (head / "spec.yaml").write_text(text.replace("  name: dev\n", "  name: dev\n  draDriver: {install: false}\n", 1))
+    assert main(["diff", str(ROOT / "stacks" / "dev" / "spec.yaml"), str(head / "spec.yaml"), "-o", "json"]) == 0
+    [cut] = json.loads(capsys.readouterr().out)["allocationCutovers"]
+    assert cut["driverInstalled"] is False
+    assert main(["diff", str(ROOT / "stacks" / "dev" / "spec.yaml"), str(head / "spec.yaml")]) == 0
+    assert "which the cluster must run there first (cluster.draDriver.install: false)" in capsys.readouterr().out

@@ -71,6 +71,8 @@ class AllocationCutover:
     nodes: tuple[str, ...]
     node_count: int
     grants: tuple[GrantAcross, ...]
+    # Whether gpupool installs NVIDIA's DRA driver on HEAD's side (cluster.draDriver.install; gpupool.k8s.dra_install).
+    driver_installed: bool = False
 
 
 def allocation_cutovers(base: m.Spec | None, head: m.Spec | None) -> list[AllocationCutover]:
@@ -94,6 +96,14 @@ def allocation_cutovers(base: m.Spec | None, head: m.Spec | None) -> list[Alloca
             if grants_b.get(t, {}).get(r, 0) or grants_a.get(t, {}).get(r, 0)
         )
         out.append(
-            AllocationCutover(pool.name, old.allocation, pool.allocation, tuple(pool.nodes), pool.node_count, rows)
+            AllocationCutover(
+                pool.name,
+                old.allocation,
+                pool.allocation,
+                tuple(pool.nodes),
+                pool.node_count,
+                rows,
+                head.cluster.dra_driver.install,
+            )
         )
     return out

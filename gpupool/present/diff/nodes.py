@@ -125,9 +125,15 @@ def cutover_lines(d: SpecDiff) -> list[str]:
     for c in d.cutovers:
         nodes = name_list(c.nodes) if c.nodes else f"its {c.node_count} selector nodes"
         if c.after == "dra":
+            driver = (
+                "which gpupool installs beside the GPU Operator; its kubelet plugin starts on a node once MIG Manager "
+                "reports the layout there"
+                if c.driver_installed
+                else "which the cluster must run there first (cluster.draDriver.install: false)"
+            )
             how = (
                 f"the device plugin stops on {nodes}; pods asking the pool's names are served through its "
-                "DeviceClasses, by NVIDIA's DRA driver, which must run there first (docs/explanation/dra.md)"
+                f"DeviceClasses, by NVIDIA's DRA driver, {driver} (docs/explanation/dra.md)"
             )
         else:
             how = f"the device plugin starts on {nodes} and serves the pool's names again; its DeviceClasses go"

@@ -37,7 +37,7 @@ def install(chart: Chart, registry: Registry, parent: pulumi.Resource, skip_awai
         version=chart.version,
         repository_opts=(
             k8s.helm.v4.RepositoryOptsArgs(repo=chart.repository)
-            if chart.repository and chart.reference() == chart.chart
+            if chart.repository and not chart.oci  # an OCI chart is named by its reference
             else None
         ),
         namespace=chart.namespace,

@@ -30,7 +30,7 @@ from pathlib import Path
 import pulumi
 
 from gpupool.analysis import plan as capacity_plan
-from gpupool.k8s import desired, dra, kueue, manifests
+from gpupool.k8s import dra, kueue, manifests
 from gpupool.k8s.desired import pool_component, tenant_component, tenant_prefix
 from gpupool.k8s.manifests import Desired
 from gpupool.model import platform as m
@@ -311,7 +311,6 @@ class GpuPlatform(pulumi.ComponentResource):
             pulumi.export(key, value)
 
 
-TENANT_PREFIX = desired.TENANT_PREFIX  # a Tenant component is <platform>-tenant-<name> (shard_moves reads it back)
 OUTPUT_ATTRS = {
     "capacity": "capacity",
     "granted": "granted",

@@ -105,8 +105,9 @@ def test_render_is_exactly_what_is_registered(stack):
     # (one Node document per node, prune protection where retained), plus the values file, the Kustomization and
     # (with queueing) Kueue's Configuration, which gpupool does not install.
     files = gitops.for_apply(as_registered)
-    values_files = {VALUES_FILE if c is plan.chart else values_file(c) for c in plan.charts()}
+    values_files = {values_file(c) for c in plan.charts()}
     extra = values_files | {gitops.KUSTOMIZATION_FILE} | ({KUEUE_CONFIG_FILE} if plan.queues else set())
+    assert VALUES_FILE in values_files  # the operator's values keep the name docs and users know
     assert set(documents) == {f"{o.name}.yaml" for o in files} | extra
     for obj in files:
         rendered = yaml.safe_load(documents[f"{obj.name}.yaml"])
@@ -125,8 +126,7 @@ def test_render_is_exactly_what_is_registered(stack):
     charts = {a.name.removeprefix(P): a for a in mocks.created if a.typ == "kubernetes:helm.sh/v4:Chart"}
     assert sorted(charts) == sorted(c.name for c in plan.charts())
     for c in plan.charts():
-        name = VALUES_FILE if c is plan.chart else values_file(c)
-        assert charts[c.name].inputs["values"] == yaml.safe_load(documents[name]), c.name
+        assert charts[c.name].inputs["values"] == yaml.safe_load(documents[values_file(c)]), c.name
     for mode in MODES:
         rendered = [yaml.safe_load(t) for t in render_documents(plan, mode).values()]
         carriers = [

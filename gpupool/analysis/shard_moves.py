@@ -27,9 +27,8 @@ from gpupool.spec.stack import CONFIG_NAMESPACE
 
 TENANT_TYPE = "gpupool:tenancy:Tenant"
 PLATFORM_TYPE = "gpupool:index:GpuPlatform"
-# components/platform.py names each Tenant component <platform>-tenant-<name> under its GpuPlatform;
+# components/platform.py names each Tenant component <platform>-tenant-<name> (TENANT_PREFIX) under its GpuPlatform;
 # gpupool 0.1's program named it tenant-<name> at the stack's root.
-TENANT_NAME_PREFIX = TENANT_PREFIX
 
 
 def _urn_name(urn: str) -> str:
@@ -48,9 +47,9 @@ def tenant_of(resource: dict) -> str | None:
     if resource.get("type") != TENANT_TYPE or "::" not in urn:
         return None
     name, parent = _urn_name(urn), str(resource.get("parent") or "")
-    prefix = TENANT_NAME_PREFIX
+    prefix = TENANT_PREFIX
     if _urn_type(parent) == PLATFORM_TYPE:
-        prefix = f"{_urn_name(parent)}-{TENANT_NAME_PREFIX}"
+        prefix = f"{_urn_name(parent)}-{TENANT_PREFIX}"
     return name[len(prefix) :] if name.startswith(prefix) else None
 
 

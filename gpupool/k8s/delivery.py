@@ -26,7 +26,7 @@ VALUES_FILE = "helm/gpu-operator-values.yaml"  # a subdirectory: `kubectl apply 
 
 
 def values_file(chart: Chart) -> str:
-    """helm/<release>-values.yaml (the operator's keeps its name: helm/gpu-operator-values.yaml)."""
+    """helm/<release>-values.yaml: VALUES_FILE for the GPU Operator's release (named gpu-operator)."""
     return f"helm/{chart.name}-values.yaml"
 
 
@@ -67,7 +67,6 @@ def _flux(chart: Chart) -> list[Desired]:
     """A Flux HelmRepository and HelmRelease (with the chart's patches as its post-renderer)."""
     assert chart.repository
     labels = dict(MANAGED_BY)
-    oci = chart.repository.startswith(OCI)
     repo = Desired(
         chart.component,
         f"{chart.name}-helmrepository",
@@ -76,7 +75,7 @@ def _flux(chart: Chart) -> list[Desired]:
             "kind": "HelmRepository",
             "metadata": {"name": _repository_name(chart), "namespace": chart.namespace, "labels": labels},
             # An OCI registry is a HelmRepository of type oci (Flux source-controller v1 HelmRepositorySpec.Type).
-            "spec": {"url": chart.repository, "interval": "1h", **({"type": "oci"} if oci else {})},
+            "spec": {"url": chart.repository, "interval": "1h", **({"type": "oci"} if chart.oci else {})},
         },
         depends_on=chart.depends_on,
     )
@@ -111,7 +110,6 @@ def _argo(chart: Chart) -> list[Desired]:
     """An Argo CD Application of the chart."""
     assert chart.repository
     labels = dict(MANAGED_BY)
-    oci = chart.repository.startswith(OCI)
     return [
         Desired(
             chart.component,
@@ -124,7 +122,7 @@ def _argo(chart: Chart) -> list[Desired]:
                     "project": "default",
                     "source": {
                         # Argo CD names an OCI Helm registry without the scheme (its helm source's repoURL).
-                        "repoURL": chart.repository.removeprefix(OCI) if oci else chart.repository,
+                        "repoURL": chart.repository.removeprefix(OCI) if chart.oci else chart.repository,
                         "chart": chart.chart,
                         "targetRevision": chart.version,
                         "helm": {"releaseName": chart.name, "valuesObject": chart.values},
@@ -150,7 +148,7 @@ def _post_renderer(chart: Chart) -> dict:
 
 def helm_install_hint(chart: Chart, values_path: str) -> str:
     """The command a user runs with `--operator values`."""
-    if chart.repository and chart.repository.startswith(OCI):
+    if chart.oci:
         return (
             f"helm install {chart.name} {chart.reference()} --version {chart.version} "
             f"--namespace {chart.namespace} -f {values_path}"

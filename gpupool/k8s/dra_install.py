@@ -44,29 +44,15 @@ CHART = "dra-driver-nvidia-gpu"
 COMPONENT = "dra"  # beside the pools' DeviceClasses (gpupool.k8s.dra.COMPONENT)
 DRIVER_CLASS_MAPPING_GPU = "gpu.nvidia.com"  # the chart's class that maps nvidia.com/gpu (see the module docstring)
 CONTAINER_DRIVER_ROOT = "/run/nvidia/driver"
-# The kubelet plugin's pods (templates/kubeletplugin.yaml, _helpers.tpl 78-85 selectorLabels).
-KUBELET_PLUGIN_SELECTOR = f"{CHART}-component=kubelet-plugin"
 # What removes the mapping from the rendered class (see the module docstring).
 UNMAP_GPU = Patch("DeviceClass", DRIVER_CLASS_MAPPING_GPU, ("/spec/extendedResourceName",))
-# Values gpupool derives; a spec's draDriver.values may not set them (GP235).
-DERIVED = (
-    ("gpuResourcesEnabledOverride",),
-    ("resources", "gpus", "enabled"),
-    ("kubeletPlugin", "affinity"),
-    ("kubeletPlugin", "nodeSelector"),
-)
-
-
-def migrated(pool: m.NodePool) -> bool:
-    """Whether MIG Manager configures the pool's nodes (and so writes their state): MIG-capable GPUs, as
-    gpupool.k8s.gpu_configs.mig_configs gives them a config."""
-    return pool.mig_capable
 
 
 def kubelet_plugin_affinity(spec: m.Spec) -> dict[str, Any]:
     """Required node affinity: a DRA pool's node, and on MIG-capable pools only once MIG Manager reports success."""
-    gated = sorted(p.name for p in spec.dra_pools if migrated(p))
-    plain = sorted(p.name for p in spec.dra_pools if not migrated(p))
+    # MIG Manager configures (and writes the state of) the MIG-capable pools' nodes, as mig_configs gives them a config.
+    gated = sorted(p.name for p in spec.dra_pools if p.mig_capable)
+    plain = sorted(p.name for p in spec.dra_pools if not p.mig_capable)
     terms = []
     if gated:
         terms.append(

@@ -69,10 +69,16 @@ class Chart:
     # post-renderer too (gpupool.k8s.delivery); forms without a post-renderer refuse such a chart.
     patches: tuple[Patch, ...] = ()
 
+    @property
+    def oci(self) -> bool:
+        """Whether the chart comes from an OCI registry (every delivery form spells that differently)."""
+        return bool(self.repository and self.repository.startswith(OCI))
+
     def reference(self) -> str:
         """What `helm install` and Pulumi's helm.v4.Chart take as the chart: an OCI repository's chart is named by
         its full reference (helm has no `--repo` for OCI), any other by its name in the repository."""
-        if self.repository and self.repository.startswith(OCI):
+        if self.oci:
+            assert self.repository
             return f"{self.repository.rstrip('/')}/{self.chart}"
         return self.chart
 

@@ -98,7 +98,7 @@ def render_documents(plan: DesiredObjects, operator: str = delivery.DEFAULT_MODE
     resources = list(out)
     if operator == "values":
         for chart, what in zip(plan.charts(), ("GPU Operator", "DRA driver"), strict=False):
-            name = delivery.VALUES_FILE if chart is plan.chart else delivery.values_file(chart)
+            name = delivery.values_file(chart)
             hint = delivery.helm_install_hint(chart, f"<dir>/{name}")
             out[name] = f"# gpupool: {what} chart values (not a Kubernetes object)\n# {hint}\n" + dump_yaml(
                 chart.values

@@ -77,6 +77,7 @@ class World:
         self.tags: dict[str, dict[str, str]] = {}  # stack -> its tags (gpupool.deploy.unchanged's record)
         self.updated: dict[str, int] = {}  # stack -> how many updates it had: its "last update" time
         self.tag_calls: list[tuple[str, str]] = []  # (list_tags, set_tag or remove_tag, stack), in order
+        self.checkpoint_free: dict[str, str | None] = {}  # stack -> PULUMI_SKIP_CHECKPOINTS in its last up
 
     def list_stacks(self):
         return [SimpleNamespace(name=n, last_update=f"update {self.updated.get(n, 0)}") for n in self.states]
@@ -127,6 +128,7 @@ class FakeStack:
         return SimpleNamespace(summary=SimpleNamespace(resource_changes={"same": 3, "update": 1}))
 
     def up(self, **kw):
+        self.w.checkpoint_free[self.name] = self.p.workspace.env_vars.get("PULUMI_SKIP_CHECKPOINTS")
         return self._state_changing("up", kw.get("config_file"))
 
     def refresh(self, **kw):  # the read before an up (gpupool.deploy.stacks.Platform._read_cluster)
@@ -161,8 +163,12 @@ class FakePlatform(stacks.Platform):
             list_tags=world.list_tags,
             set_tag=world.set_tag,
             remove_tag=world.remove_tag,
+            env_vars={},
         )
         super().__init__(settings, name, workspace=workspace)  # type: ignore[arg-type]
+
+    def sweep_cluster(self, platform, spec):  # the label sweep (tests/test_sweep.py): recorded, no cluster here
+        self.world.calls.append(("sweep", spec.cluster.name, None))
 
     def select(self, name: str, create: bool = True):  # type: ignore[override]
         torn = self.world.torn
@@ -245,6 +251,75 @@ def test_no_move_is_one_pass_without_a_keep_list(project, tmp_path):
     assert sorted(s for s, _ in ups) == sorted(holdings)
 
 
+def test_tenant_shards_run_up_without_checkpoints_and_the_platform_stack_with_them(project, tmp_path):
+    """A shard holds only objects the provider upserts, so its up may skip the per-step checkpoints; the platform
+    stack's Helm release and rollout steps may not. The sweep follows every stack, once (gpupool.deploy.sweep)."""
+    _shard(project, 2)
+    world = World({"dev": TENANTS})  # a move: the release pass of dev, then the shards' apply pass
+    p, _ = _platform(project, world, tmp_path)
+    p.run("up")
+    shards = [s for s, _ in _ops(world, "up") if s != "dev"]
+    assert shards and world.checkpoint_free == {"dev": None, **{s: "true" for s in shards}}, world.checkpoint_free
+    assert "PULUMI_SKIP_CHECKPOINTS" not in p.workspace.env_vars  # only for the shards' runs
+    assert [c for c in world.calls if c[0] == "sweep"] == [("sweep", "dev", None)]
+    assert world.calls[-1][0] == "sweep"  # after the last stack's convergence check
+
+
+def test_a_failed_stack_means_no_sweep(project, tmp_path):
+    world = World()
+    world.fail["dev"] = _failed("error: update failed")
+    p, _ = _platform(project, world, tmp_path)
+    with pytest.raises(stacks.StackError):
+        p.run("up")
+    assert not [c for c in world.calls if c[0] == "sweep"]  # a stack's leftovers are its rerun's to adopt
+
+
+def test_the_sweep_reads_the_cluster_the_program_is_given(project):
+    from gpupool.deploy import run_config, stack_inputs
+
+    saved = {"gpupool:kubeconfig": ("kube/config", True), "gpupool:context": ("ci", False)}
+    config = stack_inputs.run_config(saved, {}, "p")
+    assert run_config.connection(config, project) == (str(project / "kube" / "config"), "ci")  # the program's cwd
+    config = stack_inputs.run_config(saved, {"gpupool:context": "laptop", "gpupool:kubeconfig": "/etc/k"}, "p")
+    assert run_config.connection(config, project) == ("/etc/k", "laptop")  # -c wins, as in the program
+    contents = "apiVersion: v1\nkind: Config\n"
+    assert run_config.connection({"gpupool:kubeconfig": (contents, True)}, project) == (contents, None)
+    assert run_config.connection({}, project) == (None, None)  # the ambient $KUBECONFIG, as for the provider
+
+
+def test_the_sweep_s_outcome_names_what_it_removed_and_a_failed_sweep_fails_the_run(project, tmp_path, monkeypatch):
+    from gpupool.deploy import sweep
+    from gpupool.rules.engine import load_valid_spec
+
+    world = World()
+    p, logs = _platform(project, world, tmp_path)
+    spec = load_valid_spec(project / SPEC)
+    binding = sweep.Found(next(k for k in sweep.KINDS if k.kind == "RoleBinding"), "gone", "owners", "u1", False, True)
+    got: list[tuple] = []
+
+    def swept(spec_, kubeconfig, context):
+        got.append((spec_.cluster.name, kubeconfig, context))
+        return sweep.Result([binding], [], retained=2)
+
+    monkeypatch.setattr(sweep, "for_spec", swept)
+    world.config["dev"]["gpupool:kubeconfig"] = auto.ConfigValue("/k/config")
+    stacks.Platform.sweep_cluster(p, p.select("dev"), spec)
+    assert got == [("dev", "/k/config", None)]
+    assert "sweep: removed RoleBinding gone/owners (labelled gpupool.dev/platform=dev, held by no stack)" in logs
+    assert p.outcomes[-1].line() == (
+        "dev: sweep succeeded (1 delete; removed what no stack holds: RoleBinding gone/owners; "
+        "2 retained on delete, left as Pulumi leaves them)"
+    )
+
+    def refused(*_):
+        raise sweep.SweepError("listing rolebindings labelled gpupool.dev/platform=dev answered HTTP 403")
+
+    monkeypatch.setattr(sweep, "for_spec", refused)
+    with pytest.raises(stacks.StackError, match="dev: sweep failed: listing rolebindings .* HTTP 403; objects a"):
+        stacks.Platform.sweep_cluster(p, p.select("dev"), spec)
+    assert p.outcomes[-1].result == "failed" and "the next up sweeps again" in p.outcomes[-1].note
+
+
 def test_a_failed_release_pass_stops_the_run_before_any_shard_adopts(project, tmp_path):
     _shard(project, 2)
     world = World({"dev": TENANTS})
@@ -320,7 +395,7 @@ def test_no_lock_runs_up_then_the_convergence_preview(project, tmp_path):
     world = World()
     p, _ = _platform(project, world, tmp_path)
     p.run("up")
-    assert [c[0] for c in world.calls] == ["up", "preview"], world.calls
+    assert [c[0] for c in world.calls] == ["up", "preview", "sweep"], world.calls
     assert world.calls[1][-1] == ("expect_no_changes", True)
     assert stacks.summary(p.outcomes) == "dev: up succeeded (1 update; converged)\n"
 
@@ -339,7 +414,7 @@ def test_a_dead_holder_s_lock_on_this_host_is_cancelled_and_up_retried(project, 
     world.lock = _lock_text(socket.gethostname(), _dead_pid())
     p, logs = _platform(project, world, tmp_path)
     p.run("up")
-    assert [c[0] for c in world.calls] == ["up", "cancel", "up", "preview"], world.calls
+    assert [c[0] for c in world.calls] == ["up", "cancel", "up", "preview", "sweep"], world.calls
     assert any("stale lock: created by ci@" in line and "(holder gone)" in line for line in logs), logs
     assert "dev: cancelling the dead run's lock (pulumi cancel) and retrying" in logs
 
@@ -385,7 +460,7 @@ def test_a_foreign_host_s_lock_is_cancelled_only_for_a_single_writer(project, tm
     world.calls.clear()
     p, _ = _platform(project, world, tmp_path, single_writer=True)
     p.run("up")
-    assert [c[0] for c in world.calls] == ["up", "cancel", "up", "preview"], world.calls
+    assert [c[0] for c in world.calls] == ["up", "cancel", "up", "preview", "sweep"], world.calls
 
 
 def test_the_s3_backend_s_lock_lines_are_read_the_same(project, tmp_path):
@@ -395,7 +470,7 @@ def test_the_s3_backend_s_lock_lines_are_read_the_same(project, tmp_path):
     world.lock = _lock_text(socket.gethostname(), _dead_pid(), url=S3_LOCK_URL)
     p, logs = _platform(project, world, tmp_path, backend_url=s3)
     p.run("up")
-    assert [c[0] for c in world.calls] == ["up", "cancel", "up", "preview"], world.calls
+    assert [c[0] for c in world.calls] == ["up", "cancel", "up", "preview", "sweep"], world.calls
     assert any(f"created by ci@{socket.gethostname()} (pid" in line and "holder gone" in line for line in logs)
     world.calls.clear()
     world.lock = _lock_text("runner-that-is-gone", 4242, url=S3_LOCK_URL)
@@ -455,7 +530,7 @@ def test_pending_operations_the_rerun_completed_are_dropped_and_others_left(proj
     p, logs = _platform(project, world, tmp_path)
     p.run("up")
     assert world.imported["dev"]["pending_operations"] == []
-    assert [c[0] for c in world.calls] == ["up", "import", "preview"], world.calls
+    assert [c[0] for c in world.calls] == ["up", "import", "preview", "sweep"], world.calls
     orphan = {"resource": {"urn": "urn:b"}, "type": "creating"}
     world.states["dev"] = {"resources": [{"urn": "urn:a"}], "pending_operations": [orphan]}
     world.imported.clear()

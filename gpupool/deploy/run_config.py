@@ -81,3 +81,19 @@ def overlay(project_dir: Path, stack: str, values: Mapping[str, str]) -> Iterato
         yield os.path.join(tmp, name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def connection(config: Mapping[str, tuple[str, bool]], project_dir: Path) -> tuple[str | None, str | None]:
+    """The kubeconfig and context the program is given under CONFIG (gpupool.deploy.stack_inputs.run_config:
+    the stack file's values, then this run's -c values), None where unset. A relative kubeconfig path is the
+    project's: the program runs there."""
+    from gpupool.spec.stack import CONFIG_NAMESPACE
+
+    def value(key: str) -> str | None:
+        got = config.get(f"{CONFIG_NAMESPACE}:{key}")
+        return got[0] if got and got[0] else None
+
+    kubeconfig = value("kubeconfig")
+    if kubeconfig and "\n" not in kubeconfig and not kubeconfig.lstrip().startswith(("{", "~", "/")):
+        kubeconfig = str(project_dir / kubeconfig)
+    return kubeconfig, value("context")

@@ -46,6 +46,7 @@ from gpupool.deploy.outcomes import Outcome as Outcome  # re-exported with summa
 from gpupool.deploy.outcomes import as_json as as_json
 from gpupool.deploy.outcomes import summary as summary
 from gpupool.deploy.workspace import SetupError as SetupError  # re-exported: the CLI exits 2 on it
+from gpupool.deploy.workspace import extra_env
 from gpupool.deploy.workspace import project_env as project_env
 from gpupool.deploy.workspace import workspace as project_workspace
 from gpupool.k8s.mig_in_use import CONVERGENCE_ENV
@@ -65,6 +66,13 @@ DRIFT_HEADING = (
     "from the cluster, which the next up creates again):\n"
 )
 PLAN_HEADING = "\nThe update (program against the state):\n"
+# A tenant shard's up runs without per-step checkpoints: the file and object-store backends otherwise rewrite
+# the whole state after every step, quadratic in the stack's size. A shard holds only Kubernetes objects, which
+# gpupool's provider upserts, so a killed run's state is the one before it and the rerun adopts what it made;
+# what the spec no longer wants, no state holds, and the label sweep after every up removes it
+# (gpupool.deploy.sweep). The platform stack keeps its checkpoints: a Helm release or a node's rollout step
+# that a killed run made cannot simply be made again.
+CHECKPOINT_FREE = "PULUMI_SKIP_CHECKPOINTS"
 
 
 class StackError(Exception):
@@ -276,13 +284,20 @@ class Platform:
             stack.import_stack(auto.Deployment(version=exported.version, deployment=cleaned))
 
     def run_one(
-        self, stack: auto.Stack, op: str, keep: tuple[str, ...] | None = None, record: str | None = None
+        self,
+        stack: auto.Stack,
+        op: str,
+        keep: tuple[str, ...] | None = None,
+        record: str | None = None,
+        checkpoints: bool = True,
     ) -> None:
         """OP on STACK (a release pass when KEEP); after a successful up, RECORD is the inputs fingerprint
-        recorded in its tag (None: nothing is recorded)."""
+        recorded in its tag (None: nothing is recorded). Without CHECKPOINTS an up writes its state once, at
+        its end (a tenant shard: see CHECKPOINT_FREE)."""
         label = f"{op} {stack.name}" + (" (release pass: only the tenants it keeps)" if keep is not None else "")
         self.s.log(label)
-        self._run_one(stack, op, record, shard_moves.keep_config(keep))
+        with extra_env(self.workspace, {} if checkpoints or op != "up" else {CHECKPOINT_FREE: "true"}):
+            self._run_one(stack, op, record, shard_moves.keep_config(keep))
 
     def _run_one(
         self, stack: auto.Stack, op: str, record: str | None = None, settings: Mapping[str, str] | None = None
@@ -489,19 +504,16 @@ class Platform:
         spec; without one (--no-refresh) it can only say the program matches the state, and says that."""
         # Old MIG configs and device-plugin keys this up kept (gpupool.k8s.mig_in_use) are compared as it wrote
         # them: the run that finished a re-layout converges, and the next run drops them.
-        workspace = getattr(stack, "workspace", None)  # (the tests' stand-ins have none)
-        before = getattr(workspace, "env_vars", None)
-        if workspace is not None:
-            workspace.env_vars = {**(before or {}), CONVERGENCE_ENV: "1"}
         planned: list[str] = []
         try:
-            stack.preview(
-                expect_no_changes=True,
-                color="never",
-                on_output=lambda _: None,
-                on_event=lambda event: msg.record_planned(event, planned),
-                config_file=config_file,
-            )
+            with extra_env(getattr(stack, "workspace", None), {CONVERGENCE_ENV: "1"}):
+                stack.preview(
+                    expect_no_changes=True,
+                    color="never",
+                    on_output=lambda _: None,
+                    on_event=lambda event: msg.record_planned(event, planned),
+                    config_file=config_file,
+                )
         except auto.CommandError as exc:
             # pulumi's --expect-no-changes refusal (the preview ran and planned changes: "error: no changes were
             # expected but changes were proposed" in pulumi's preview command, NoChangesExpectedError in newer
@@ -517,9 +529,6 @@ class Platform:
             else:
                 note = f"the convergence check (a preview after the up) failed to run: {msg.reason(exc)}"
             raise StackError(f"{stack.name}: {note}") from None
-        finally:
-            if workspace is not None:
-                workspace.env_vars = before
         note = "converged" if refresh else "matches the state; the cluster was not read (--no-refresh)"
         self.outcomes.append(Outcome(stack.name, "up", "succeeded", changes, note))
 
@@ -559,6 +568,34 @@ class Platform:
         finally:
             if offered is not None:
                 self._withdraw(offered)
+        if op != "up":
+            return
+        if checked is None or checked[1].spec is None:  # a program that finds its spec elsewhere: unknown wants
+            self.s.log("no label sweep: the platform stack names no gpupool:spec, so what it wants is unknown here")
+            return
+        self.sweep_cluster(platform, checked[1].spec)  # every stack converged: what none holds shows now
+
+    def sweep_cluster(self, platform: auto.Stack, spec) -> None:
+        """The label sweep after every stack's up (gpupool.deploy.sweep), its outcome one line. A failure is
+        the run's: a killed run's leftovers (a removed tenant's RoleBinding) may remain until a sweep succeeds."""
+        from gpupool.deploy import sweep
+
+        saved = {k: (v.value, v.secret) for k, v in self.platform_config(platform).items()}
+        config = stack_inputs.run_config(saved, self.run_values(), run_config.project_name(self.s.project_dir))
+        try:
+            result = sweep.for_spec(spec, *run_config.connection(config, self.s.project_dir))
+        except sweep.SweepError as exc:
+            note = (
+                f"{exc}; objects a killed run made that the spec no longer wants may remain (the next up sweeps again)"
+            )
+            self.outcomes.append(Outcome(self.platform_stack, "sweep", "failed", note=note))
+            raise StackError(f"{self.platform_stack}: sweep failed: {note}") from None
+        for found in result.removed:
+            self.s.log(
+                f"sweep: removed {found} (labelled {sweep.LABEL_PLATFORM}={spec.cluster.name}, held by no stack)"
+            )
+        changes = {"delete": len(result.removed)} if result.removed else {}
+        self.outcomes.append(Outcome(self.platform_stack, "sweep", "succeeded", changes, result.note()))
 
     def _offer_validated_spec(self, checked) -> validated_spec.Offer | None:
         """The spec this run validated, handed to every program it runs (gpupool.deploy.validated_spec), which
@@ -611,7 +648,7 @@ class Platform:
                 stack = self._setup(r.stack, op, shard)
             # a release pass that keeps all the stack is assigned was all of its run: its inputs hold after it
             whole = keep is None or set(keep) == set(r.assigned)
-            self.run_one(stack, op, keep=keep, record=inputs if whole else None)
+            self.run_one(stack, op, keep=keep, record=inputs if whole else None, checkpoints=r.role.platform)
 
     def _setup(self, name: str, op: str, action: Callable[[], T]) -> T:
         """ACTION (selecting or creating stack NAME, setting or reading its config); a failure is the stack's

@@ -3,9 +3,12 @@ PATH, and the one-line errors for a project that cannot be run at all."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pulumi import automation as auto
@@ -56,3 +59,18 @@ def workspace(project_dir: Path, env: dict[str, str], command: auto.PulumiComman
         raise SetupError(f"the `pulumi` on PATH cannot be run: {exc.strerror or exc}") from None
     except auto.InvalidVersionError as exc:
         raise SetupError(f"the Pulumi CLI on PATH does not fit this Pulumi SDK: {exc}") from None
+
+
+@contextlib.contextmanager
+def extra_env(workspace: Any, env: Mapping[str, str]) -> Iterator[None]:
+    """WORKSPACE's environment with ENV added, for the pulumi commands run inside (a workspace passes its
+    env_vars to each). Nothing is added without ENV or without an environment (the tests' stand-ins)."""
+    before = getattr(workspace, "env_vars", None)
+    if not env or before is None:
+        yield
+        return
+    workspace.env_vars = {**before, **env}
+    try:
+        yield
+    finally:
+        workspace.env_vars = before

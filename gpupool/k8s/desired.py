@@ -4,7 +4,7 @@ the monitoring objects) and the manifests themselves share it without importing 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpupool"}
@@ -12,6 +12,13 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "gpupool"}
 LABEL_POOL = "gpupool.dev/pool"
 LABEL_TENANT = "gpupool.dev/tenant"
 LABEL_TIER = "gpupool.dev/tier"
+# Every object gpupool registers (not a patch: gpupool owns only fields of those) names its platform, the spec's
+# cluster.name: `gpupool stacks up` lists what carries it and removes what no stack's desired set holds, which is
+# how a run without per-step checkpoints stays crash-safe (gpupool.deploy.sweep).
+LABEL_PLATFORM = "gpupool.dev/platform"
+# On an object retained on delete: what Pulumi would leave in the cluster, the sweep leaves too. It lives on the
+# object because a removed tenant's retention cannot be read from a spec that no longer holds the tenant.
+ANNOTATION_RETAINED = "gpupool.dev/retain-on-delete"
 
 # Component names, one spelling each: the group a desired object belongs to (Desired.component), which the
 # Pulumi components register together and the stack inputs, the diff and the shard moves read back.
@@ -32,6 +39,17 @@ def tenant_prefix(tenant: str) -> str:
 
 def pool_component(pool: str) -> str:
     return f"{POOL_COMPONENT}{pool}"
+
+
+def stamped(obj: Desired, platform: str) -> Desired:
+    """OBJ with its platform's label and, when retained on delete, the annotation that says so (a patch as it is)."""
+    if obj.patch:
+        return obj
+    meta = dict(obj.manifest["metadata"])
+    meta["labels"] = {**(meta.get("labels") or {}), LABEL_PLATFORM: platform}
+    if obj.retain_on_delete:
+        meta["annotations"] = {**(meta.get("annotations") or {}), ANNOTATION_RETAINED: "true"}
+    return replace(obj, manifest={**obj.manifest, "metadata": meta})
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from gpupool.k8s.desired import LABEL_TENANT as LABEL_TENANT
 from gpupool.k8s.desired import LABEL_TIER as LABEL_TIER
 from gpupool.k8s.desired import MANAGED_BY as MANAGED_BY  # re-exported: every builder's label
 from gpupool.k8s.desired import Desired as Desired  # re-exported: the objects' type, for the components
-from gpupool.k8s.desired import pool_component, tenant_component, tenant_prefix
+from gpupool.k8s.desired import pool_component, stamped, tenant_component, tenant_prefix
 from gpupool.k8s.gpu_configs import (  # re-exported: the configs' builders, for the diff and the components
     EXCLUSIVE_KEY as EXCLUSIVE_KEY,
 )
@@ -612,4 +612,5 @@ def build(
     for tenant in spec.tenants:
         plan.objects.extend(tenant_objects(spec, tenant, quoted, kq, after_hardware(spec)))
     plan.objects.extend(monitoring.objects(spec, after=("gpu-operator-ns",)))
+    plan.objects = [stamped(o, spec.cluster.name) for o in plan.objects]
     return plan

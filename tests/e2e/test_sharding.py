@@ -4,7 +4,9 @@ pulumi CLI, the Python language host, the provider and a private kube-apiserver 
 
 One sharded platform lives through the module, in order: from empty with 2 shards, a tenant onboarding,
 2 -> 3 shards, a SIGKILL in the release pass of 3 -> 1 and one in the apply pass of 1 -> 3 (each rerun must
-converge), and destroy. (Switching sharding on for an existing unsharded stack, with every tenant object
+converge), a SIGKILL in a checkpoint-free onboarding whose tenant is then removed from the spec (the rerun's
+label sweep must remove what no stack holds), and destroy. The shards' ups run checkpoint-free
+(gpupool.deploy.stacks.CHECKPOINT_FREE), so every kill in a shard here is one in that mode. (Switching sharding on for an existing unsharded stack, with every tenant object
 kept, is tests/e2e/test_stacks_command.py's.) After every run: exit 0 (so the command's own ``preview --expect-no-changes`` of every
 stack passed), each stack's state holds exactly the tenants ``gpupool shards`` assigns it, no tenant is in
 two states, and what the cluster has labelled managed-by=gpupool is exactly the union of the states.
@@ -24,6 +26,7 @@ import yaml
 
 from gpupool.analysis import shard_moves
 from gpupool.k8s import manifests
+from gpupool.k8s.desired import ANNOTATION_RETAINED, LABEL_PLATFORM
 from gpupool.rules.engine import load_valid_spec
 
 from .adoption import namespace_uids
@@ -225,6 +228,7 @@ def assert_converged(project: CliProject, cluster: ControlPlane, run: subprocess
     # Every stack that holds tenants now or is assigned some ran, and its up ended with the preview
     # `--expect-no-changes` (the command stops at the first failed stack).
     ran = [h.split()[1] for h, _ in sections(run.stdout) if h.startswith("up ")]
+    ran += re.findall(r"^(\S+): up skipped \(unchanged since its last successful up", run.stdout, re.M)  # (not --all)
     for stack in assigned if doc["tenantShards"] or len(states) > 1 else ():
         if assigned[stack] or stack in states:
             assert stack in ran, (stack, ran)
@@ -239,9 +243,12 @@ def assert_converged(project: CliProject, cluster: ControlPlane, run: subprocess
     assert sorted(seen) == tenants and set(seen.values()) == {1}, f"tenants not held exactly once: {seen}"
     if doc["tenantShards"]:
         assert not held(states[project.stack])["components"], "the platform stack holds tenants"
-    # Union of the states == what the cluster has labelled managed-by=gpupool: no orphan, no duplicate.
+    # Union of the states == what the cluster has labelled managed-by=gpupool: no orphan, no duplicate. A tenant
+    # removed from the spec leaves what it retains on delete (its namespace, quotas, defaults), unmanaged.
     in_state = Counter(o for e in states.values() for o in state_objects(e))
     in_cluster = Counter(cluster_objects(cluster))
+    for obj in retained_of_removed(cluster, tenants):
+        del in_cluster[obj]
     assert not [o for o, n in in_state.items() if n > 1], "an object is managed by two stacks"
     assert in_state == in_cluster, {
         "only in cluster (orphans)": sorted(set(in_cluster) - set(in_state))[:20],
@@ -257,6 +264,21 @@ def assert_converged(project: CliProject, cluster: ControlPlane, run: subprocess
             assert in_cluster[obj] == 1, (tenant, obj, in_cluster[obj])
     assert not project.lock_files(), project.lock_files()
     return states
+
+
+def retained_of_removed(cluster: ControlPlane, tenants: list[str]) -> list[tuple[str, str, str]]:
+    """(kind, namespace, name) of what tenants no longer in the spec left: each must say it is retained on
+    delete (what Pulumi and the label sweep leave); anything else of theirs is an orphan."""
+    out, orphans = [], []
+    for i in tenant_labelled(cluster):
+        meta = i["metadata"]
+        if meta["labels"]["gpupool.dev/tenant"] in tenants:
+            continue
+        obj = (i["kind"], meta.get("namespace", ""), meta["name"])
+        retained = (meta.get("annotations") or {}).get(ANNOTATION_RETAINED) == "true"
+        (out if retained else orphans).append(obj)
+    assert not orphans, f"a removed tenant's objects that are not retained on delete remain: {orphans}"
+    return out
 
 
 def with_policy(project: CliProject) -> set[str]:
@@ -503,6 +525,59 @@ def test_sigkill_in_the_release_pass_then_in_the_apply_pass_of_a_move_then_rerun
     rerun = project.run("up")
     assert "cancelling the dead run's lock" in rerun.stdout, rerun.stdout[-4000:]
     assert_converged(project, cluster, rerun)
+
+
+@pytest.mark.fault
+def test_sigkill_in_a_checkpoint_free_onboarding_then_the_tenant_removed_then_the_rerun_sweeps_it(project, cluster):
+    """A shard's up writes its state only at its end (gpupool.deploy.stacks.CHECKPOINT_FREE). Onboarding
+    team-08 is killed once its owners' RoleBinding has landed (the gate: that API request): the shard's state
+    does not hold team-08, while the cluster has its namespace and binding. Then team-08 is removed from the
+    spec, as a pull request after a failed deploy may do. No state holds its objects, so Pulumi cannot delete
+    them: the rerun's label sweep (gpupool.deploy.sweep) must remove the binding and every other object of
+    team-08 that is not retained on delete, name them, and leave the retained ones as a removal with
+    checkpoints would have (its namespace and quota). 0 lost, 0 orphaned: assert_converged."""
+    victim = "team-08"
+    add_tenant(project, victim)
+    home = next(s["stack"] for s in layout(project)["stacks"] if victim in s["tenants"])
+    with Gate(cluster, ["rolebindings"]) as gate:
+        up = project.start("up")
+        fault_at(
+            gate,
+            up,
+            owners_binding([victim], "CREATE"),
+            what=f"the onboarding of {victim} in {home} to create its RoleBinding",
+            point=lambda: pulumi_up_pid(up, home) is not None,
+            land=binding_there(cluster),
+            action=kill_group,
+        )
+    assert project.lock_files(), "the killed run left no lock: the kill did not hit an update"
+    assert rolebinding_exists(cluster, victim)
+    state = held(project.export(home))
+    assert victim not in state["components"] and victim not in state["namespaces"], (
+        f"{home} checkpointed {victim} mid-run: the shard's up did not run checkpoint-free"
+    )
+    (project.dir / TENANT_DIR / f"{victim}.yaml").unlink()
+
+    rerun = project.run("up", all_stacks=False)  # as the deploy job runs it: unchanged stacks skipped
+    assert "cancelling the dead run's lock" in rerun.stdout, rerun.stdout[-4000:]
+    assert re.search(rf"^{re.escape(home)}: up succeeded", rerun.stdout, re.M), "the killed stack was skipped"
+    assert re.search(
+        rf"sweep: removed RoleBinding {victim}/tenant-owners-\S+ \(labelled {LABEL_PLATFORM}=shard", rerun.stdout
+    ), rerun.stdout[-4000:]
+    assert re.search(r"^dev: sweep succeeded \(\d+ delete; removed what no stack holds: ", rerun.stdout, re.M), (
+        rerun.stdout[-3000:]
+    )
+    assert not rolebinding_exists(cluster, victim)
+    left = {k for k, _, _ in retained_of_removed(cluster, spec_tenants(project))}
+    assert "Namespace" in left and "ResourceQuota" in left, left  # retained, as a removal with checkpoints keeps
+    assert_converged(project, cluster, rerun)
+    # Every stack unchanged, so every stack skipped; the sweep still runs, finds nothing to remove and only
+    # counts the retained objects.
+    again = project.run("up", all_stacks=False)
+    assert len(re.findall(r"^\S+: up skipped", again.stdout, re.M)) == len(stack_names(project)), again.stdout[-3000:]
+    assert re.search(r"^dev: sweep succeeded \(no changes; \d+ retained on delete", again.stdout, re.M), again.stdout[
+        -3000:
+    ]
 
 
 def test_destroy_takes_the_shards_first_and_keeps_retained_tenant_namespaces(project, cluster):

@@ -164,6 +164,7 @@ class FakePlatform(stacks.Platform):
             set_tag=world.set_tag,
             remove_tag=world.remove_tag,
             env_vars={},
+            export_stack=lambda name: auto.Deployment(version=3, deployment=world.states.get(name, {})),
         )
         super().__init__(settings, name, workspace=workspace)  # type: ignore[arg-type]
 
@@ -318,6 +319,33 @@ def test_the_sweep_s_outcome_names_what_it_removed_and_a_failed_sweep_fails_the_
     with pytest.raises(stacks.StackError, match="dev: sweep failed: listing rolebindings .* HTTP 403; objects a"):
         stacks.Platform.sweep_cluster(p, p.select("dev"), spec)
     assert p.outcomes[-1].result == "failed" and "the next up sweeps again" in p.outcomes[-1].note
+
+
+def test_backend_reads_run_several_at_once_and_a_quiet_failure_is_left_to_its_caller():
+    import threading
+
+    from gpupool.deploy.workspace import READERS, read_each
+
+    inside, most, lock = 0, 0, threading.Lock()
+    release = threading.Barrier(READERS, timeout=10)
+
+    def read(name: str) -> str:
+        nonlocal inside, most
+        with lock:
+            inside += 1
+            most = max(most, inside)
+        release.wait()  # every reader of the first batch is in at once, or this times out
+        with lock:
+            inside -= 1
+        if name == "broken":
+            raise auto.CommandError(_failed("error: could not read", 255))
+        return name.upper()
+
+    names = [f"s{i}" for i in range(READERS - 1)] + ["broken"]
+    assert read_each(names, read, quiet=True) == {n: n.upper() for n in names[:-1]}
+    assert most == READERS
+    with pytest.raises(auto.CommandError):
+        read_each(names, read)
 
 
 def test_a_failed_release_pass_stops_the_run_before_any_shard_adopts(project, tmp_path):

@@ -84,6 +84,13 @@ def _exports(world: World, platform) -> list[str]:
         return stack
 
     platform.select = counting_select
+    workspace_export = platform.workspace.export_stack
+
+    def counting_export(name):  # the layout reads every state through the workspace, several at once
+        seen.append(name)
+        return workspace_export(name)
+
+    platform.workspace.export_stack = counting_export
     return seen
 
 

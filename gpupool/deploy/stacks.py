@@ -46,7 +46,7 @@ from gpupool.deploy.outcomes import Outcome as Outcome  # re-exported with summa
 from gpupool.deploy.outcomes import as_json as as_json
 from gpupool.deploy.outcomes import summary as summary
 from gpupool.deploy.workspace import SetupError as SetupError  # re-exported: the CLI exits 2 on it
-from gpupool.deploy.workspace import extra_env
+from gpupool.deploy.workspace import extra_env, read_each
 from gpupool.deploy.workspace import project_env as project_env
 from gpupool.deploy.workspace import workspace as project_workspace
 from gpupool.k8s.mig_in_use import CONVERGENCE_ENV
@@ -238,10 +238,10 @@ class Platform:
             return None  # one stack and no shards: nothing to plan, so no state to export (a pulumi run each)
         states: dict[str, dict] = {}
         self._states = states  # the skip decision reads them too (gpupool.deploy.unchanged)
+        # shard_moves reads `pulumi stack export` documents: the deployment under its key
+        exported = read_each(names, lambda n: self.workspace.export_stack(n).deployment) if with_states else {}
         for name in names:
-            # shard_moves reads `pulumi stack export` documents: the deployment under its key
-            exported = self.select(name, create=False).export_stack().deployment if with_states else None
-            states[name] = {"deployment": dict(exported or {})} if with_states else {}
+            states[name] = {"deployment": dict(exported[name] or {})} if with_states else {}
         runs = shard_moves.stack_runs(
             self.platform_stack, [t.name for t in result.spec.tenants], result.spec.tenant_shards, states
         )
@@ -323,8 +323,11 @@ class Platform:
 
     def _stack_tags(self, name: str) -> dict[str, str]:
         if name not in self._tags:
-            self._tags[name] = dict(self.workspace.list_tags(name) or {})
+            self._tags[name] = self._listed_tags(name)
         return self._tags[name]
+
+    def _listed_tags(self, name: str) -> dict[str, str]:
+        return dict(self.workspace.list_tags(name) or {})
 
     def _forget(self, name: str, op: str) -> None:
         """Remove the stack's inputs record before an up or destroy: a run that then fails or is killed leaves
@@ -623,6 +626,9 @@ class Platform:
             else None
         )
         last_updates = self._setup(self.platform_stack, op, self.last_updates) if skipping else {}
+        if skipping:  # every stack's record, read at once (a stack whose read fails is read again alone)
+            names = [r.stack for r in runs or []] or [self.platform_stack]
+            self._tags.update(read_each([n for n in names if n in last_updates], self._listed_tags, quiet=True))
         if runs is None:
             inputs = inputs_of(sharding.PLATFORM_ROLE) if inputs_of else None
             state = lambda: dict(platform.export_stack().deployment or {})  # noqa: E731

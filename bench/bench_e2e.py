@@ -32,6 +32,12 @@ same simulated GPU nodes (the 40 nodes the pools name):
     up of every stack with the shard count unchanged (summed creates only, and only in the new tenant's
     stack), and ``onboard-shard`` that stack's up alone. Per-stack min/median/max times and CPU are
     printed too; a sharded line's load is the mean of the loads at the end of each stack's command.
+    ``free=S`` is ``sharded=S`` with the tenant shards' commands checkpoint-free (PULUMI_SKIP_CHECKPOINTS=true)
+    and the platform stack's checkpointed, as `gpupool stacks` runs them. ``recipe=S`` runs `gpupool stacks`
+    itself as the CI recipe does (bench/bench_recipe.py): the whole commands, refresh, convergence checks
+    and the label sweep included; its preview is the pull-request job's (every stack skipped, unchanged), its
+    onboarding the deploy job's (only the stacks whose inputs changed), and ``nightly`` the scheduled
+    ``up --all --refresh``.
     ``MODE@N/M`` runs MODE only at the sizes N and M (e.g. ``checkpoints@100`` next to ``sharded=25``).
 * kubectl: the rendered files, server-side.
     - up:      ``kubectl apply --server-side`` in two passes (kubectl applies a directory in file-name
@@ -82,6 +88,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+import bench_recipe  # noqa: E402
 from bench_validate import POOL_KINDS, generate  # noqa: E402
 
 from gpupool.k8s import gitops  # noqa: E402
@@ -380,7 +387,8 @@ def run_pulumi_sharded(
     per_shard: int,
     onboarded_doc: dict | None = None,
 ) -> tuple[float, float, dict]:
-    """The sharded platform (``sharding.tenantShards`` = ceil(n / PER_SHARD)), checkpoints on: the platform
+    """The sharded platform (``sharding.tenantShards`` = ceil(n / PER_SHARD)), checkpoints on (``free=S``: the
+    tenant shards without them, the platform stack with them, as `gpupool stacks` runs them): the platform
     stack ``dev`` and every shard stack ``dev.tenants-<k>`` that holds tenants, in one file backend and
     one workspace, each op run over the stacks one after the other in `gpupool stacks`' order
     (platform first; a shard stack that neither exists nor holds a tenant is skipped). Each shard stack
@@ -426,10 +434,16 @@ def run_pulumi_sharded(
     per: dict[str, dict] = {}
     loads: dict[str, list[float]] = {}
 
+    env = platform.stack.workspace.env_vars
+    free = mode.startswith("free=")  # tenant shards checkpoint-free, as `gpupool stacks` runs them
+
     def each(op: str, run) -> float:
         """Run RUN(stack) on every stack in order; per-stack seconds and CPU into per[stack][op]."""
         total = 0.0
         for name in order:
+            env.pop("PULUMI_SKIP_CHECKPOINTS", None)
+            if free and name != "dev":
+                env["PULUMI_SKIP_CHECKPOINTS"] = "true"
             cpu0 = _cpu()
             t0 = time.perf_counter()
             result = run(stacks[name])
@@ -573,6 +587,9 @@ def growth(n1: int, t1: float, n2: int, t2: float) -> float:
     return math.log(t2 / t1) / math.log(n2 / n1)
 
 
+SHARDED = ("sharded", "free", "recipe")  # the modes that shard the spec S tenants per shard
+
+
 def parse_modes(text: str) -> list[tuple[str, set[int] | None]]:
     """``checkpoints,sharded=25@100/300`` -> [(mode, None), (mode, {100, 300})]: MODE@SIZES runs MODE only
     at those --tenants sizes."""
@@ -582,10 +599,12 @@ def parse_modes(text: str) -> list[tuple[str, set[int] | None]]:
             continue
         mode, _, at = raw.partition("@")
         ok = mode in ("checkpoints", "skip") or (
-            mode.partition("=")[0] in ("parallel", "sharded") and mode.partition("=")[2].isdigit()
+            mode.partition("=")[0] in ("parallel", *SHARDED) and mode.partition("=")[2].isdigit()
         )
-        if not ok or (mode.startswith("sharded=") and int(mode.split("=")[1]) < 1):
-            raise SystemExit(f"unknown mode {raw!r}: checkpoints, skip, parallel=N, sharded=S (S >= 1), MODE@N/M")
+        if not ok or (mode.partition("=")[0] in SHARDED and int(mode.split("=")[1]) < 1):
+            raise SystemExit(
+                f"unknown mode {raw!r}: checkpoints, skip, parallel=N, sharded=S, free=S, recipe=S (S >= 1), MODE@N/M"
+            )
         out.append((mode, {int(x) for x in at.split("/")} if at else None))
     return out
 
@@ -651,7 +670,22 @@ def bench_size(args, bin_dir: Path, out: Path, n_tenants: int) -> dict:
         for mode in modes_at(args.modes, n_tenants):
             cp = fresh_control_plane(bin_dir, nodes)
             try:
-                if mode.startswith("sharded="):
+                if mode.startswith("recipe="):
+                    t_up, t_preview, pinfo = bench_recipe.run_recipe(
+                        cp,
+                        bin_dir,
+                        base_doc,
+                        out,
+                        lambda c: check_same_objects(c, (cluster, namespaced)),
+                        per_shard=int(mode.split("=", 1)[1]),
+                        onboarded_doc=None if args.no_onboard else full,
+                        settle=settle,
+                        load=_load,
+                    )
+                    for op, value in pinfo["loads"].items():
+                        LOADS[(op, mode)] = value
+                    pinfo.update({"up cpu pulumi": float("nan"), "up cpu python": float("nan")})
+                elif mode.partition("=")[0] in ("sharded", "free"):
                     t_up, t_preview, pinfo = run_pulumi_sharded(
                         cp,
                         bin_dir,
@@ -679,18 +713,18 @@ def bench_size(args, bin_dir: Path, out: Path, n_tenants: int) -> dict:
             info.setdefault("steps", {})[mode] = pinfo["steps"]
             add(("up", mode), t_up)
             add(("preview", mode), t_preview)
-            for op in ("onboard", "onboard-shard"):
+            for op in ("onboard", "onboard-shard", "nightly"):
                 if op in pinfo:
                     add((op, mode), pinfo[op])
             info["cpu"].setdefault(mode, []).append((pinfo["up cpu pulumi"], pinfo["up cpu python"]))
-            if "stacks" in pinfo:
+            if isinstance(pinfo.get("stacks"), dict):
                 info.setdefault("stacks", {})[mode] = pinfo["stacks"]
             print(
                 f"{tag} pulumi [{mode}] up {t_up:.2f} s (load {load('up', mode):.1f}, cpu cli+provider "
                 f"{pinfo['up cpu pulumi']:.1f} s, program {pinfo['up cpu python']:.1f} s), "
                 f"preview {t_preview:.2f} s (load {load('preview', mode):.1f})"
                 + (
-                    f", onboard up {pinfo['onboard']:.2f} s ({pinfo['onboard creates']} creates, "
+                    f", onboard up {pinfo['onboard']:.2f} s ({pinfo.get('onboard creates', '?')} creates, "
                     f"load {load('onboard', mode):.1f})"
                     if "onboard" in pinfo
                     else ""
@@ -699,7 +733,17 @@ def bench_size(args, bin_dir: Path, out: Path, n_tenants: int) -> dict:
                     f"; {len(pinfo['stacks'])} stacks ({pinfo['shards']} shards), sums over them; the onboarded "
                     f"tenant's stack {pinfo['onboard-shard stack']} alone {pinfo['onboard-shard']:.2f} s"
                     if "onboard-shard" in pinfo
-                    else (f"; {len(pinfo['stacks'])} stacks, sums over them" if "stacks" in pinfo else "")
+                    else (
+                        f"; {len(pinfo['stacks'])} stacks, sums over them"
+                        if isinstance(pinfo.get("stacks"), dict)
+                        else ""
+                    )
+                )
+                + (
+                    f"; gpupool stacks as CI runs it, {pinfo['stacks']} stacks; the onboarding ran "
+                    f"{', '.join(pinfo['ran']['onboard'])}; nightly --all --refresh {pinfo['nightly']:.2f} s"
+                    if mode.startswith("recipe=")
+                    else ""
                 ),
                 flush=True,
             )
@@ -722,7 +766,8 @@ def main() -> int:
         "--modes",
         default="checkpoints,skip",
         help="pulumi variants: checkpoints, skip (PULUMI_SKIP_CHECKPOINTS=true), parallel=N, sharded=S "
-        "(tenantShards = ceil(tenants/S), checkpoints on); MODE@N/M runs MODE only at sizes N and M",
+        "(tenantShards = ceil(tenants/S), checkpoints on), free=S (shards checkpoint-free), recipe=S (gpupool "
+        "stacks as CI runs it); MODE@N/M runs MODE only at sizes N and M",
     )
     ap.add_argument("--no-onboard", action="store_true", help="do not time the one-tenant onboarding")
     ap.add_argument("--keep", metavar="DIR", help="write specs and manifests here instead of a temporary directory")
@@ -752,7 +797,7 @@ def main() -> int:
         f"kubectl = server-side apply/diff of the rendered files; wall time {total:.0f} s"
     )
     mode_names = [m for m, _ in args.modes]
-    ops = ("up", "preview", "onboard", "onboard-shard")
+    ops = ("up", "preview", "onboard", "onboard-shard", "nightly")
     print()
     print(
         f"  {'tenants':>7} {'objects':>7} {'resources':>9}  {'operation':<13} {'mode':<13} {'pulumi':>9} "
@@ -762,7 +807,8 @@ def main() -> int:
         b = r["best"]
         for op in ops:
             for mode in mode_names:
-                kop = "onboard" if op == "onboard-shard" else op  # kubectl applies the whole directory
+                # kubectl applies the whole directory to onboard; the nightly run is set against an apply from empty
+                kop = {"onboard-shard": "onboard", "nightly": "up"}.get(op, op)
                 if (op, mode) not in b or (kop, "kubectl") not in b:
                     continue
                 pk, kk = b[(op, mode)], b[(kop, "kubectl")]

@@ -27,14 +27,20 @@ def tenant_names(doc: dict) -> list[str]:
     return [t["name"] for t in doc["tenants"]]
 
 
-def assert_converged(project: CliProject, cluster: ControlPlane, doc: dict, run) -> None:
-    """The `gpupool stacks` run succeeded (so its `preview --expect-no-changes` passed) and state == cluster."""
+def assert_converged(
+    project: CliProject, cluster: ControlPlane, doc: dict, run, stacks: list[str] | None = None
+) -> None:
+    """The `gpupool stacks` run succeeded (so its `preview --expect-no-changes` passed) and state == cluster.
+    STACKS: the platform's stacks (a sharded one's shards too), whose states together hold what is managed."""
     assert run.returncode == 0, failed_run(run)
-    deployment = project.export()
-    assert not deployment["deployment"].get("pending_operations"), deployment["deployment"]["pending_operations"]
-    urns = Counter(r["urn"] for r in deployment["deployment"]["resources"])
-    assert not [u for u, n in urns.items() if n > 1], "duplicate resources in the state"
-    in_state, in_cluster = Counter(state_objects(deployment)), Counter(cluster_objects(cluster))
+    in_state: Counter = Counter()
+    for stack in stacks or [None]:
+        deployment = project.export(stack)
+        assert not deployment["deployment"].get("pending_operations"), deployment["deployment"]["pending_operations"]
+        urns = Counter(r["urn"] for r in deployment["deployment"].get("resources") or [])
+        assert not [u for u, n in urns.items() if n > 1], "duplicate resources in the state"
+        in_state.update(state_objects(deployment))
+    in_cluster = Counter(cluster_objects(cluster))
     assert not [o for o, n in in_state.items() if n > 1], "an object is managed twice"
     assert in_state == in_cluster, {
         "only in cluster (orphans)": sorted(set(in_cluster) - set(in_state))[:20],

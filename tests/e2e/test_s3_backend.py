@@ -3,8 +3,10 @@ user's path (``gpupool stacks``, the pulumi CLI, the language host) against a re
 S3-compatible server (gofakes3, a versioned bucket, ``tests/e2e/s3.py`` says how far it is faithful) on
 loopback.
 
-In order, on one generated stack (``GPUPOOL_S3_TENANTS`` tenants, 6 by default, and as many again onboarded
-in one batch): ``up`` converges, the state is in the bucket and ``preview`` plans no change; SIGKILL of
+In order, on one generated platform (``GPUPOOL_S3_TENANTS`` tenants, 6 by default, and as many again onboarded
+in one batch), sharded as a large platform is (``sharding.tenantShards: 1``: the platform stack ``s3``, with
+checkpoints, and the tenant shard ``s3.tenants-0``, whose ``up`` runs checkpoint-free, so the kill below lands in
+that mode on the bucket): ``up`` converges, the state is in the bucket and ``preview`` plans no change; SIGKILL of
 ``pulumi up`` while it creates the batch, its lock as the runner that died would have left it: refused
 without ``GPUPOOL_SINGLE_WRITER``, and the workflow's rerun (``GPUPOOL_SINGLE_WRITER=1``) cancels it and
 converges; a second concurrent ``up`` is refused by the lock and changes nothing; ``destroy``. "Converged" is test_crash_safety.py's: the command exits 0 (its
@@ -23,7 +25,7 @@ import yaml
 
 from bench.bench_validate import POOL_KINDS, generate
 
-from .cli import CliProject
+from .cli import CliProject, state_objects
 from .faults import SPEC, assert_converged, count, fault_at, limit_ranges_with, set_request_memory, writes
 from .gate import Gate, freeze, thaw
 from .s3 import BINARY, CLIENT_ENV, FakeS3
@@ -32,6 +34,8 @@ pytestmark = pytest.mark.e2e
 
 TENANTS = int(os.environ.get("GPUPOOL_S3_TENANTS", "6"))
 STACK = "s3"
+SHARD = f"{STACK}.tenants-0"  # every tenant, checkpoint-free (gpupool.deploy.stacks.CHECKPOINT_FREE)
+STACKS = [STACK, SHARD]
 PREFIX = "gpupool"  # s3://BUCKET/gpupool: the state lives under this key prefix
 # What the deploy job sets (.github/workflows/gpupool.yml, `up`): its concurrency group runs one job per stack.
 WORKFLOW = {"GPUPOOL_SINGLE_WRITER": "1"}
@@ -46,8 +50,8 @@ class S3Project(CliProject):
     def lock_files(self) -> list[str]:  # type: ignore[override]
         return sorted(self.s3.list(f"{PREFIX}/.pulumi/locks/"))
 
-    def state_key(self) -> str:
-        return f"{PREFIX}/.pulumi/stacks/gpupool/{self.stack}.json"
+    def state_key(self, stack: str | None = None) -> str:
+        return f"{PREFIX}/.pulumi/stacks/gpupool/{stack or self.stack}.json"
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +78,7 @@ def s3(s3_toolchain_bin, tmp_path_factory):
 def full_doc(cluster) -> dict:
     """2 x TENANTS tenants: the first half is the stack, the second the batch onboarded mid-way."""
     doc = generate(2 * TENANTS, 4, nodes_per_pool=1)  # one node per pool: see test_crash_safety.py
+    doc["sharding"] = {"tenantShards": 1}
     for i, pool in enumerate(doc["nodePools"]):
         for node in pool["nodes"]:
             cluster.create_gpu_node(node, {k: str(v) for k, v in POOL_KINDS[i % len(POOL_KINDS)][4].items()})
@@ -113,17 +118,18 @@ def lock_objects(project: S3Project) -> dict[str, dict]:
 def test_up_converges_on_the_s3_backend_and_the_state_is_in_the_bucket(project, cluster, doc):
     run = project.run("up", env=WORKFLOW)
     assert re.search(r"\+ \d+ created", run.stdout), run.stdout[-3000:]
-    assert_converged(project, cluster, doc, run)
-    # The state is the bucket's: the checkpoint object holds what `pulumi stack export` says, and nothing
+    assert_converged(project, cluster, doc, run, STACKS)
+    # The states are the bucket's: each checkpoint object holds what `pulumi stack export` says, and nothing
     # was written to the local file-backend directory.
     keys = project.s3.list(f"{PREFIX}/")
-    assert project.state_key() in keys, keys
     assert f"{PREFIX}/.pulumi/meta.yaml" in keys, keys
-    assert any(k.startswith(f"{PREFIX}/.pulumi/history/gpupool/{STACK}/") for k in keys), keys
-    checkpoint = json.loads(project.s3.get(project.state_key()))["checkpoint"]["latest"]
-    exported = project.export()["deployment"]
-    assert [r["urn"] for r in checkpoint["resources"]] == [r["urn"] for r in exported["resources"]]
-    assert len(checkpoint["resources"]) > 10 * TENANTS
+    for stack in STACKS:
+        assert project.state_key(stack) in keys, keys
+        assert any(k.startswith(f"{PREFIX}/.pulumi/history/gpupool/{stack}/") for k in keys), keys
+        checkpoint = json.loads(project.s3.get(project.state_key(stack)))["checkpoint"]["latest"]
+        exported = project.export(stack)["deployment"]
+        assert [r["urn"] for r in checkpoint["resources"]] == [r["urn"] for r in exported["resources"]]
+    assert len(checkpoint["resources"]) > 8 * TENANTS  # the shard holds the tenants
     assert not list(project.state.iterdir())
     # Bucket versioning keeps the earlier checkpoints (docs/howto/ci.md), on top of Pulumi's `.json.bak` object.
     assert len(project.s3.versions(project.state_key())) > 2
@@ -140,6 +146,7 @@ def test_sigkill_while_onboarding_then_the_workflow_s_rerun_recovers_the_lock(pr
     runner's host name, as that runner would have written it. Without the workflow's guarantee the command
     cannot know the runner is gone, so it refuses; the deploy job (GPUPOOL_SINGLE_WRITER=1) recovers."""
     before = count(cluster, TENANT_KINDS)
+    before_namespaces = count(cluster, "namespaces")
     doc["tenants"] = full_doc["tenants"]  # a batch of TENANTS new tenants, in one pull request
     write_spec(project, doc)
     up = project.start("up", env=WORKFLOW)
@@ -149,6 +156,12 @@ def test_sigkill_while_onboarding_then_the_workflow_s_rerun_recovers_the_lock(pr
     locks = lock_objects(project)
     assert len(locks) == 1, f"the killed run left {len(locks)} lock objects, not its own: {locks}"
     ((key, lock),) = locks.items()
+    assert f"/{SHARD}/" in key, f"the kill did not land in the shard's up: {key}"
+    # Checkpoint-free: the shard's state in the bucket is the one before the killed run, though the batch's
+    # first namespaces are in the cluster; the rerun adopts them.
+    batch = {t["name"] for t in full_doc["tenants"][TENANTS:]}
+    assert not batch & {n for k, _, n in state_objects(project.export(SHARD)) if k == "Namespace"}
+    assert count(cluster, "namespaces") > before_namespaces
     assert lock["hostname"] == socket.gethostname() and lock["pid"] != os.getpid(), lock
     project.s3.put(key, json.dumps({**lock, "hostname": "runner-that-is-gone"}).encode())
     created = count(cluster, TENANT_KINDS)
@@ -169,7 +182,7 @@ def test_sigkill_while_onboarding_then_the_workflow_s_rerun_recovers_the_lock(pr
         rerun.stdout[-4000:]
     )
     assert "cancelling the dead run's lock" in rerun.stdout, rerun.stdout[-4000:]
-    assert_converged(project, cluster, doc, rerun)
+    assert_converged(project, cluster, doc, rerun, STACKS)
     assert before < created < count(cluster, TENANT_KINDS), "the kill did not land in the middle of the batch"
 
 
@@ -194,7 +207,7 @@ def test_a_concurrent_second_up_is_refused_by_the_lock_and_changes_nothing(proje
     assert "live lock" in second.stdout and "cancelling" not in second.stdout, second.stdout[-3000:]
     assert not re.search(r"\d+ (created|updated|deleted|replaced)", second.stdout), second.stdout[-3000:]
     assert first.wait(timeout=900) == 0, CliProject.output(first)[-4000:]
-    assert_converged(project, cluster, doc, first)
+    assert_converged(project, cluster, doc, first, STACKS)
     assert limit_ranges_with(cluster, "3Gi") == len(doc["tenants"])
 
 
@@ -203,8 +216,10 @@ def test_destroy_on_the_s3_backend(project, cluster, doc):
     out = project.run("destroy", env=WORKFLOW)
     assert out.returncode == 0, out.stdout[-4000:]
     assert re.search(r"- \d+ deleted", out.stdout), out.stdout[-3000:]
-    assert project.export()["deployment"].get("resources") in (None, [])
-    assert json.loads(project.s3.get(project.state_key()))["checkpoint"]["latest"].get("resources") in (None, [])
+    for stack in STACKS:
+        assert project.export(stack)["deployment"].get("resources") in (None, [])
+        latest = json.loads(project.s3.get(project.state_key(stack)))["checkpoint"]["latest"]
+        assert latest.get("resources") in (None, []), stack
     assert not project.lock_files()
     # Tenants that are not offboarded keep their namespace (docs/explanation/deploy.md, "What `pulumi destroy` does"); an
     # offboarded tenant's namespace and the platform's cluster objects are gone.

@@ -713,7 +713,7 @@ def bench_size(args, bin_dir: Path, out: Path, n_tenants: int) -> dict:
             info.setdefault("steps", {})[mode] = pinfo["steps"]
             add(("up", mode), t_up)
             add(("preview", mode), t_preview)
-            for op in ("onboard", "onboard-shard", "nightly"):
+            for op in ("onboard", "onboard-shard", "nightly", "all-no-refresh"):
                 if op in pinfo:
                     add((op, mode), pinfo[op])
             info["cpu"].setdefault(mode, []).append((pinfo["up cpu pulumi"], pinfo["up cpu python"]))
@@ -797,7 +797,7 @@ def main() -> int:
         f"kubectl = server-side apply/diff of the rendered files; wall time {total:.0f} s"
     )
     mode_names = [m for m, _ in args.modes]
-    ops = ("up", "preview", "onboard", "onboard-shard", "nightly")
+    ops = ("up", "preview", "onboard", "onboard-shard", "nightly", "all-no-refresh")
     print()
     print(
         f"  {'tenants':>7} {'objects':>7} {'resources':>9}  {'operation':<13} {'mode':<13} {'pulumi':>9} "
@@ -808,7 +808,7 @@ def main() -> int:
         for op in ops:
             for mode in mode_names:
                 # kubectl applies the whole directory to onboard; the nightly run is set against an apply from empty
-                kop = {"onboard-shard": "onboard", "nightly": "up"}.get(op, op)
+                kop = {"onboard-shard": "onboard", "nightly": "up", "all-no-refresh": "up"}.get(op, op)
                 if (op, mode) not in b or (kop, "kubectl") not in b:
                     continue
                 pk, kk = b[(op, mode)], b[(kop, "kubectl")]

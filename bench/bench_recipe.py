@@ -11,7 +11,9 @@ Timed, each the whole command's wall time:
             (asserted: every stack skipped, unchanged since its last up).
 * onboard:  ``gpupool stacks up dev`` after one tenant is added, the merge's deploy job (asserted: only the
             new tenant's shard and the stacks whose inputs it changes ran; which ran is printed).
-* nightly:  ``gpupool stacks up dev --all --refresh``, the scheduled job that repairs drift (every stack).
+* nightly:  ``gpupool stacks up dev --all --refresh``, the scheduled job that repairs drift (every stack);
+* all-no-refresh: the same without reading the cluster (``--no-refresh``): nightly minus this is what the
+            refresh costs.
 """
 
 from __future__ import annotations
@@ -105,4 +107,8 @@ def run_recipe(
     nightly = _summary(out)
     assert set(nightly.values()) == {"succeeded"} and len(nightly) >= info["stacks"], nightly
     assert "did not converge" not in out
+    # The same run without reading the cluster: the difference is what the drift repair (refresh) costs.
+    info["all-no-refresh"], out = _run(project, "up", "--all", "--no-refresh")
+    info["loads"]["all-no-refresh"] = load()
+    assert set(_summary(out).values()) == {"succeeded"}, out[-3000:]
     return t_up, t_preview, info

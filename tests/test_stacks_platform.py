@@ -168,8 +168,8 @@ class FakePlatform(stacks.Platform):
         )
         super().__init__(settings, name, workspace=workspace)  # type: ignore[arg-type]
 
-    def sweep_cluster(self, platform, spec):  # the label sweep (tests/test_sweep.py): recorded, no cluster here
-        self.world.calls.append(("sweep", spec.cluster.name, None))
+    def sweep_cluster(self, platform, spec, wanted=True):  # the label sweep (tests/test_sweep.py): recorded here
+        self.world.calls.append(("sweep", spec.cluster.name, "wanted" if wanted else "nothing wanted"))
 
     def select(self, name: str, create: bool = True):  # type: ignore[override]
         torn = self.world.torn
@@ -262,7 +262,7 @@ def test_tenant_shards_run_up_without_checkpoints_and_the_platform_stack_with_th
     shards = [s for s, _ in _ops(world, "up") if s != "dev"]
     assert shards and world.checkpoint_free == {"dev": None, **{s: "true" for s in shards}}, world.checkpoint_free
     assert "PULUMI_SKIP_CHECKPOINTS" not in p.workspace.env_vars  # only for the shards' runs
-    assert [c for c in world.calls if c[0] == "sweep"] == [("sweep", "dev", None)]
+    assert [c for c in world.calls if c[0] == "sweep"] == [("sweep", "dev", "wanted")]
     assert world.calls[-1][0] == "sweep"  # after the last stack's convergence check
 
 
@@ -298,7 +298,7 @@ def test_the_sweep_s_outcome_names_what_it_removed_and_a_failed_sweep_fails_the_
     binding = sweep.Found(next(k for k in sweep.KINDS if k.kind == "RoleBinding"), "gone", "owners", "u1", False, True)
     got: list[tuple] = []
 
-    def swept(spec_, kubeconfig, context):
+    def swept(spec_, kubeconfig, context, wanted=True):
         got.append((spec_.cluster.name, kubeconfig, context))
         return sweep.Result([binding], [], retained=2)
 
@@ -312,7 +312,7 @@ def test_the_sweep_s_outcome_names_what_it_removed_and_a_failed_sweep_fails_the_
         "2 retained on delete, left as Pulumi leaves them)"
     )
 
-    def refused(*_):
+    def refused(*_, **__):
         raise sweep.SweepError("listing rolebindings labelled gpupool.dev/platform=dev answered HTTP 403")
 
     monkeypatch.setattr(sweep, "for_spec", refused)
@@ -380,6 +380,8 @@ def test_destroy_takes_the_shards_first_and_the_platform_last(project, tmp_path)
     p.run("destroy")
     destroys = [s for s, _ in _ops(world, "destroy")]
     assert destroys == ["dev.tenants-4", "dev.tenants-1", "dev.tenants-0", "dev"]
+    # then the sweep, wanting nothing: what a killed checkpoint-free run made and no state recorded goes too
+    assert world.calls[-1] == ("sweep", "dev", "nothing wanted")
 
 
 def test_preview_covers_every_stack_and_collects_one_comment(project, tmp_path):

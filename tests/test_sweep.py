@@ -216,3 +216,21 @@ def test_a_name_is_quoted_in_the_path_and_shown_printable():
     assert path.endswith("/rolebindings/a%2Fb%1B%5B31m")
     assert "\x1b" not in str(found)
     assert json.dumps(str(found))
+
+
+def test_after_a_destroy_nothing_is_wanted_and_only_retained_objects_and_namespaces_stay(monkeypatch):
+    from gpupool.k8s import kubeclient
+
+    spec = load_valid_spec(ROOT / "stacks" / "dev" / "spec.yaml")
+    objects = {
+        "rolebindings": [_obj("research", "tenant-owners-edit")],  # a killed run's, never recorded
+        "resourcequotas": [_obj("research", "gpu-quota", retained=True)],
+        "namespaces": [_obj("", "research", retained=True), _obj("", "scratch")],
+    }
+    api = FakeApi(objects)
+    monkeypatch.setattr(kubeclient, "Client", lambda *a, **k: api)
+    result = sweep.for_spec(spec, None, None, wanted=False)
+    assert [str(f) for f in result.removed] == ["RoleBinding research/tenant-owners-edit"]
+    assert result.retained == 2 and [str(f) for f, _ in result.left] == ["Namespace scratch"]
+    wanted = sweep.for_spec(spec, None, None)  # an up wants the spec's objects: the quota and namespace again
+    assert wanted.removed == [] and wanted.retained == 0

@@ -8,12 +8,11 @@ nothing is created. It gets the run's config (a shard also the platform stack's 
 `gpupool:shard`), and then:
 
 - preview: `preview --diff`;
-- up: dead-run recovery (a stale lock cancelled on the typed ConcurrentUpdateError, then one retry), `up`,
-  the dead run's completed pending operations dropped, and the convergence check
-  (`preview --expect-no-changes`);
+- up: dead-run recovery (a stale lock cancelled on the typed ConcurrentUpdateError, then one retry), `up`
+  (a tenant shard's checkpoint-free: CHECKPOINT_FREE), the dead run's completed pending operations dropped,
+  and the convergence check (`preview --expect-no-changes`);
 - destroy: the same recovery, then `destroy` (shards first, the platform stack last).
-
-preview and up skip a stack whose inputs are unchanged since its last successful up (gpupool.deploy.unchanged:
+After the last stack of an up or destroy, the label sweep (gpupool.deploy.sweep). preview and up skip a stack whose inputs are unchanged since its last successful up (gpupool.deploy.unchanged:
 the fingerprint of gpupool.deploy.stack_inputs, recorded in a stack tag after the up and its convergence
 check, removed before every up and destroy); `--all` (Settings.all_stacks) runs every stack.
 
@@ -571,22 +570,26 @@ class Platform:
         finally:
             if offered is not None:
                 self._withdraw(offered)
-        if op != "up":
+        if op == "preview":
             return
-        if checked is None or checked[1].spec is None:  # a program that finds its spec elsewhere: unknown wants
-            self.s.log("no label sweep: the platform stack names no gpupool:spec, so what it wants is unknown here")
+        if checked is None or checked[1].spec is None:  # a program that finds its spec elsewhere: unknown platform
+            self.s.log(
+                "no label sweep: the platform stack names no valid gpupool:spec, so its platform is unknown here"
+            )
             return
-        self.sweep_cluster(platform, checked[1].spec)  # every stack converged: what none holds shows now
+        # Every stack converged (up) or is empty (destroy: no stack holds anything), so what none holds shows now.
+        self.sweep_cluster(platform, checked[1].spec, wanted=op == "up")
 
-    def sweep_cluster(self, platform: auto.Stack, spec) -> None:
-        """The label sweep after every stack's up (gpupool.deploy.sweep), its outcome one line. A failure is
-        the run's: a killed run's leftovers (a removed tenant's RoleBinding) may remain until a sweep succeeds."""
+    def sweep_cluster(self, platform: auto.Stack, spec, wanted: bool = True) -> None:
+        """The label sweep after every stack's up or destroy (gpupool.deploy.sweep; after a destroy nothing is
+        WANTED), its outcome one line. A failure is the run's: a killed run's leftovers (a removed tenant's
+        RoleBinding) may remain until a sweep succeeds."""
         from gpupool.deploy import sweep
 
         saved = {k: (v.value, v.secret) for k, v in self.platform_config(platform).items()}
         config = stack_inputs.run_config(saved, self.run_values(), run_config.project_name(self.s.project_dir))
         try:
-            result = sweep.for_spec(spec, *run_config.connection(config, self.s.project_dir))
+            result = sweep.for_spec(spec, *run_config.connection(config, self.s.project_dir), wanted=wanted)
         except sweep.SweepError as exc:
             note = (
                 f"{exc}; objects a killed run made that the spec no longer wants may remain (the next up sweeps again)"

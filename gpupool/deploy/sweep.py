@@ -1,5 +1,5 @@
-"""The label sweep: after `gpupool stacks up` has run every stack, remove the objects gpupool labelled for this
-platform that no stack's desired set holds, naming each.
+"""The label sweep: after `gpupool stacks up` has run every stack (or `destroy` has emptied them), remove the
+objects gpupool labelled for this platform that no stack's desired set holds, naming each.
 
 Why: tenant shard stacks run without per-step checkpoints (PULUMI_SKIP_CHECKPOINTS, gpupool.deploy.stacks), so
 a killed run leaves its state as it was before the run, while the objects it created stay in the cluster. A
@@ -221,13 +221,14 @@ def sweep(api: Api, platform: str, objects: Iterable[Desired]) -> Result:
     return result
 
 
-def for_spec(spec: m.Spec, kubeconfig: str | None, context: str | None) -> Result:
-    """sweep() of SPEC's platform through a kubeconfig (a path or its contents; None: the ambient one); every
-    failure a SweepError in one line that names no credential."""
+def for_spec(spec: m.Spec, kubeconfig: str | None, context: str | None, wanted: bool = True) -> Result:
+    """sweep() of SPEC's platform through a kubeconfig (a path or its contents; None: the ambient one), the
+    spec's objects WANTED (after a destroy none are); every failure a SweepError in one line that names no
+    credential."""
     from gpupool.k8s import kubeclient, manifests
 
     try:
         api = kubeclient.Client(kubeconfig, context, timeout=30)
-        return sweep(api, spec.cluster.name, manifests.build(spec).objects)
+        return sweep(api, spec.cluster.name, manifests.build(spec).objects if wanted else [])
     except (kubeclient.KubeAPIError, kubeclient.KubeconfigError) as exc:
         raise SweepError(str(exc)) from None

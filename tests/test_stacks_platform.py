@@ -567,3 +567,25 @@ def test_pending_operations_the_rerun_completed_are_dropped_and_others_left(proj
     p, logs = _platform(project, world, tmp_path)
     p.run("up")
     assert not world.imported and any("urn:b" in line and "pulumi refresh" in line for line in logs), logs
+
+
+def test_the_layout_s_exports_leave_secrets_encrypted():
+    """Workspace.export_stack adds --show-secrets, which decrypts every secret of the state; the layout and the
+    skip decision read none, so gpupool asks for the export without it (through the workspace's own command,
+    home and environment)."""
+    from gpupool.deploy.workspace import exported_state
+
+    calls: list[tuple] = []
+
+    class Command:
+        def run(self, args, cwd, env):
+            calls.append((args, cwd, env))
+            return SimpleNamespace(stdout='{"version": 3, "deployment": {"resources": []}}')
+
+    ws = SimpleNamespace(
+        pulumi_command=Command(), work_dir="/p", pulumi_home="/h", env_vars={"PULUMI_BACKEND_URL": "s3://b"}
+    )
+    assert exported_state(ws, "dev.tenants-3") == {"resources": []}
+    assert calls == [
+        (["stack", "export", "--stack", "dev.tenants-3"], "/p", {"PULUMI_HOME": "/h", "PULUMI_BACKEND_URL": "s3://b"})
+    ]

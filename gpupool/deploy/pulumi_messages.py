@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pulumi import automation as auto
@@ -112,3 +112,17 @@ def locked(exc: auto.CommandError) -> str:
     _, _, stderr = result(exc)
     m = re.search(r"the stack is currently locked by \d+ lock\(s\)", stderr or str(exc))
     return m.group(0) if m else "the stack is locked"
+
+
+def unknown_stack(name: str, backend_url: str, list_stacks: Callable[[], Any]) -> str:
+    """Why NAME cannot be destroyed: it is not in the backend; which stacks are (LIST_STACKS: the workspace's)."""
+    from gpupool import redact
+    from gpupool.spec.diagnostics import printable
+
+    where = f"no stack {printable(name)} in {redact.url_for_display(backend_url)}"
+    try:
+        names = sorted(printable(s.name) for s in list_stacks())
+    except (auto.CommandError, OSError, ValueError, KeyError, TypeError):
+        return f"{where}; nothing was created or destroyed"
+    there = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+    return f"{where}; stacks there: {there or '(none)'}; nothing was created or destroyed"

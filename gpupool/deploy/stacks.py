@@ -45,7 +45,7 @@ from gpupool.deploy.outcomes import Outcome as Outcome  # re-exported with summa
 from gpupool.deploy.outcomes import as_json as as_json
 from gpupool.deploy.outcomes import summary as summary
 from gpupool.deploy.workspace import SetupError as SetupError  # re-exported: the CLI exits 2 on it
-from gpupool.deploy.workspace import extra_env, read_each
+from gpupool.deploy.workspace import exported_state, extra_env, read_each
 from gpupool.deploy.workspace import project_env as project_env
 from gpupool.deploy.workspace import workspace as project_workspace
 from gpupool.k8s.mig_in_use import CONVERGENCE_ENV
@@ -115,6 +115,7 @@ class Platform:
         self._platform_config: dict[str, auto.ConfigValue] | None = None  # read once a run (shard_config)
         self._tags: dict[str, dict[str, str]] = {}  # stack -> its tags, as last read or written this run
         self._states: dict[str, dict] = {}  # stack -> its `pulumi stack export` as layout read it
+        self._listing: list | None = None  # the last `pulumi stack ls`
 
     # -- stacks and their config -------------------------------------------------------------------
 
@@ -156,7 +157,7 @@ class Platform:
     def existing_stacks(self) -> list[str]:
         return [
             s.name
-            for s in self.workspace.list_stacks()
+            for s in self._list_stacks()
             if s.name == self.platform_stack or s.name.startswith(f"{self.platform_stack}.tenants-")
         ]
 
@@ -238,7 +239,7 @@ class Platform:
         states: dict[str, dict] = {}
         self._states = states  # the skip decision reads them too (gpupool.deploy.unchanged)
         # shard_moves reads `pulumi stack export` documents: the deployment under its key
-        exported = read_each(names, lambda n: self.workspace.export_stack(n).deployment) if with_states else {}
+        exported = read_each(names, lambda n: exported_state(self.workspace, n)) if with_states else {}
         for name in names:
             states[name] = {"deployment": dict(exported[name] or {})} if with_states else {}
         runs = shard_moves.stack_runs(
@@ -357,9 +358,16 @@ class Platform:
             why = msg.reason(exc) if isinstance(exc, auto.CommandError) else msg.unrunnable(exc)
             self.s.log(f"warning: {name}: its inputs were not recorded ({why}); the next run runs it")
 
-    def last_updates(self) -> dict[str, str | None]:
+    def last_updates(self, reuse: bool = False) -> dict[str, str | None]:
         """Stack name -> its last update (up, refresh or destroy) as the backend lists it."""
-        return {s.name: _timestamp(getattr(s, "last_update", None)) for s in self.workspace.list_stacks()}
+        return {s.name: _timestamp(getattr(s, "last_update", None)) for s in self._list_stacks(reuse)}
+
+    def _list_stacks(self, reuse: bool = False) -> list:
+        """`pulumi stack ls` (a second and a half at 41 stacks: it reads every state); REUSE: the listing this
+        run already made before any stack ran, for the skip decisions."""
+        if not (reuse and self._listing is not None):
+            self._listing = list(self.workspace.list_stacks())
+        return self._listing
 
     def _exported(self, name: str) -> dict:
         return dict(self._states.get(name, {}).get("deployment") or {})
@@ -628,7 +636,7 @@ class Platform:
             if op == "up" or skipping
             else None
         )
-        last_updates = self._setup(self.platform_stack, op, self.last_updates) if skipping else {}
+        last_updates = self._setup(self.platform_stack, op, lambda: self.last_updates(reuse=True)) if skipping else {}
         if skipping:  # every stack's record, read at once (a stack whose read fails is read again alone)
             names = [r.stack for r in runs or []] or [self.platform_stack]
             self._tags.update(read_each([n for n in names if n in last_updates], self._listed_tags, quiet=True))
@@ -665,26 +673,13 @@ class Platform:
         try:
             return action()
         except auto.StackNotFoundError:
-            note = self._unknown(name)
+            note = msg.unknown_stack(name, self.s.backend_url, self.workspace.list_stacks)
         except auto.CommandError as exc:
             note = msg.reason(exc)
         except OSError as exc:
             note = msg.unrunnable(exc)
         self.outcomes.append(Outcome(name, op, "failed", note=note))
         raise StackError(f"{name}: {op} failed: {note}")
-
-    def _unknown(self, name: str) -> str:
-        """Why NAME cannot be destroyed: it is not in the backend; which stacks are."""
-        from gpupool import redact
-        from gpupool.spec.diagnostics import printable
-
-        where = f"no stack {printable(name)} in {redact.url_for_display(self.s.backend_url)}"
-        try:
-            names = sorted(printable(s.name) for s in self.workspace.list_stacks())
-        except (auto.CommandError, OSError, ValueError, KeyError, TypeError):
-            return f"{where}; nothing was created or destroyed"
-        there = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
-        return f"{where}; stacks there: {there or '(none)'}; nothing was created or destroyed"
 
 
 def _timestamp(when: Any) -> str | None:

@@ -117,8 +117,10 @@ def _pulumi_env(tmp_path: Path, cluster, bin_dir: Path) -> dict[str, str]:
     }
 
 
-def _summary(p: subprocess.CompletedProcess) -> str:
-    return p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
+def _summary(p: subprocess.CompletedProcess, op: str = "up") -> str:
+    """The summary line of the dev stack's OP (the run's last lines: one per stack, then the sweep's)."""
+    lines = [line for line in p.stdout.splitlines() if line.startswith(f"dev: {op} ")]
+    return lines[-1] if lines else ""
 
 
 def test_a_new_team_repository_day_one(installed, private_control_plane, cli_toolchain_bin, tmp_path):
@@ -210,6 +212,10 @@ def test_a_new_team_repository_day_one(installed, private_control_plane, cli_too
     up = log.run("stacks", "up", "dev", *run_config, cwd=team)
     assert up.returncode == 0, up.stdout[-6000:]
     assert re.fullmatch(r"dev: up succeeded \(\d+ create; converged\)", _summary(up)), up.stdout[-3000:]
+    # the label sweep ends the run: nothing labelled for the platform that no stack holds
+    assert _summary(up, "sweep") == "dev: sweep succeeded (no changes; nothing labelled that no stack holds)", (
+        up.stdout[-3000:]
+    )
     quota = cluster.get_json("resourcequota", "gpu-quota", "-n", "team-a")
     assert quota["spec"]["hard"]["requests.nvidia.com/gpu.shared"] == "4"
     node = cluster.get_json("node", "dev-gpu-1")

@@ -31,23 +31,23 @@ BUILD_SH = REPO / "toolchain" / "build.sh"
 # The end-to-end step runs in 3 pytest-xdist workers, one module per worker at a time (ci/test.sh:
 # `-n 3 --dist loadfile`), and a worker takes the next module in collection order. Taking the longest
 # modules first keeps the workers busy to the end instead of one running the slowest module alone.
-# Seconds per module in the full warm run of 6 Dec (3 workers on 2 cores; out/test/e2e.xml, docs/contributing/testing.md);
+# Seconds per module in the full warm run of 5 Dec (3 workers on 2 cores; out/test/e2e.xml, docs/contributing/testing.md);
 # a module not listed goes after these in its usual order. Only the order changes: tests inside a module keep
 # theirs.
 MODULE_SECONDS = {
-    "test_sharding.py": 390,
-    "test_crash_safety.py": 337,
-    "test_stacks_command.py": 226,
-    "test_s3_backend.py": 222,
-    "test_mig_rollout.py": 212,
-    "test_cli_path.py": 157,
-    "test_mig_interrupt.py": 149,
-    "test_gpupool_up.py": 127,
+    "test_sharding.py": 291,
+    "test_crash_safety.py": 269,
+    "test_stacks_command.py": 182,
+    "test_mig_rollout.py": 177,
+    "test_mig_interrupt.py": 144,
+    "test_cli_path.py": 129,
+    "test_s3_backend.py": 128,
+    "test_gpupool_up.py": 99,
     "test_team_repository.py": 69,
-    "test_render_apply.py": 76,
-    "test_kueue.py": 63,
+    "test_render_apply.py": 61,
+    "test_kueue.py": 54,
     "test_upgrade.py": 42,
-    "test_mps_rekey.py": 40,
+    "test_mps_rekey.py": 31,
 }
 
 

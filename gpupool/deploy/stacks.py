@@ -148,6 +148,10 @@ class Platform:
         stack.set_all_config(stack_inputs.shard_config(self.platform_config(platform), auto.ConfigValue(shard)))
         return stack
 
+    def saved_config(self, platform: auto.Stack) -> stack_inputs.Config:
+        """platform_config as the program reads it: full key -> (value, secret)."""
+        return {k: (v.value, v.secret) for k, v in self.platform_config(platform).items()}
+
     def platform_config(self, platform: auto.Stack) -> dict[str, auto.ConfigValue]:
         """The platform stack's saved config (after --save-config wrote into it), read once a run."""
         if self._platform_config is None:
@@ -380,7 +384,7 @@ class Platform:
         the spec does not load (every stack then runs and none is recorded)."""
         if checked is None or checked[1].spec is None:
             return None
-        saved = {k: (v.value, v.secret) for k, v in self.platform_config(platform).items()}
+        saved = self.saved_config(platform)
         project = run_config.project_name(self.s.project_dir)
         computed = stack_inputs.StackInputs(checked[1].spec, self.s.project_dir)
 
@@ -594,7 +598,7 @@ class Platform:
         RoleBinding) may remain until a sweep succeeds."""
         from gpupool.deploy import sweep
 
-        saved = {k: (v.value, v.secret) for k, v in self.platform_config(platform).items()}
+        saved = self.saved_config(platform)
         config = stack_inputs.run_config(saved, self.run_values(), run_config.project_name(self.s.project_dir))
         try:
             result = sweep.for_spec(spec, *run_config.connection(config, self.s.project_dir), wanted=wanted)

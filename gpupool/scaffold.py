@@ -24,7 +24,7 @@ runtime:
   name: python
   options:
     toolchain: pip
-    virtualenv: .venv          # `pulumi install` installs requirements.txt into it
+    virtualenv: .venv          # .venv/bin/pip install -r requirements.txt (docs/howto/install.md)
 stackConfigDir: stacks
 # Stack config (stacks/Pulumi.<stack>.yaml) is in gpupool's namespace: gpupool:spec (required),
 # gpupool:kubeconfig, gpupool:context, gpupool:operatorChartPath, gpupool:skipAwait, gpupool:keepMigConfigsInUse.
@@ -45,10 +45,10 @@ GpuPlatform("{platform}", GpuPlatformArgs.from_config()).export()
 '''
 
 
-# requirements.txt: what the Pulumi program needs (`pulumi install` installs it into .venv, Pulumi.yaml), written
+# requirements.txt: what the Pulumi program needs (pip installs it into .venv, Pulumi.yaml's virtualenv), written
 # to match how the gpupool that ran `gpupool init` was installed (its direct_url.json, PEP 610; `requirements`).
 _REQUIREMENTS_HEAD = """\
-# What the Pulumi program needs: `pulumi install` (and the CI workflow) installs it into .venv. gpupool brings
+# What the Pulumi program needs: `.venv/bin/pip install -r requirements.txt` (and the CI workflow) installs it. gpupool brings
 # the Pulumi SDKs it supports.
 {how}
 # To install gpupool another way, replace the requirement below with one of (docs/howto/install.md):
@@ -346,7 +346,7 @@ Our GPU platform, declared with gpupool: one validated spec per stack
 ## Start
 
 ```sh
-python3 -m venv .venv && pulumi install         # requirements.txt into .venv (its comment: where gpupool comes from)
+python3 -m venv .venv && .venv/bin/pip install -r requirements.txt   # its comment: where gpupool comes from
 export PATH="$PWD/.venv/bin:$PATH"
 gpupool validate stacks/{stack}/spec.yaml      # FILE:LINE:COL: error: PATH: MESSAGE [GP123]
 gpupool plan stacks/{stack}/spec.yaml          # capacity, grants and headroom

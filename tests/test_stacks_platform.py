@@ -17,6 +17,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -437,6 +438,23 @@ def test_the_venv_from_pulumi_yaml_comes_first_on_path(project, tmp_path):
     (project / "venv" / "bin" / "python").unlink()
     with pytest.raises(stacks.SetupError, match="has no bin/python"):
         stacks.project_env(project)
+
+
+def test_a_project_directory_that_is_itself_a_virtualenv_is_refused_and_left_as_it_is(project, tmp_path):
+    """What an old language host's `pulumi install` leaves (pyvenv.cfg and bin/ at the project's top, beside a
+    good venv or not): refused with the command that installs right, nothing removed."""
+    (project / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (project / "bin").mkdir()
+    with pytest.raises(stacks.SetupError) as err:
+        stacks.project_env(project)
+    message = str(err.value)
+    assert f"{project} is itself a virtualenv" in message
+    assert "python3 -m venv venv && venv/bin/pip install -r requirements.txt" in message
+    assert (project / "pyvenv.cfg").is_file() and (project / "bin").is_dir()
+    # A project whose Pulumi.yaml names the directory itself as its virtualenv meant it.
+    (project / "Pulumi.yaml").write_text("name: p\nruntime:\n  name: python\n  options:\n    virtualenv: .\n")
+    (project / "bin" / "python").symlink_to(sys.executable)
+    assert stacks.project_env(project)["VIRTUAL_ENV"] == str(project / ".")
 
 
 def test_a_dead_holder_s_lock_on_this_host_is_cancelled_and_up_retried(project, tmp_path):

@@ -64,7 +64,8 @@ def run(args) -> int:
             "(or change the requirement: its comment says how)"
         )
     print(
-        f"next: cd {target} && python3 -m venv .venv && pulumi install; edit {spec.relative_to(target)} "
+        f"next: cd {target} && python3 -m venv .venv && .venv/bin/pip install -r requirements.txt; "
+        f"edit {spec.relative_to(target)} "
         f"(your nodes), then gpupool validate {spec.relative_to(target)} and gpupool stacks preview {args.stack}"
     )
     return 0

@@ -24,7 +24,7 @@ NEEDS = (
     "$PULUMI_BACKEND_URL (file://, s3://, gs://, azblob://, or https://api.pulumi.com for Pulumi Cloud, "
     "logged in with `pulumi login` or $PULUMI_ACCESS_TOKEN); the stack's secrets passphrase in $PULUMI_CONFIG_PASSPHRASE or "
     "$PULUMI_CONFIG_PASSPHRASE_FILE (not needed with a cloud secrets provider); Pulumi.yaml in the current "
-    "directory or above (--project-dir) with its virtualenv installed (`pulumi install`); for preview and up "
+    "directory or above (--project-dir) with its virtualenv installed (.venv/bin/pip install -r requirements.txt); for preview and up "
     "a kubeconfig that reaches the cluster (gpupool:kubeconfig, else $KUBECONFIG or ~/.kube/config)."
 )
 ACTIONS = {

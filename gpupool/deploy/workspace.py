@@ -32,11 +32,19 @@ def project_env(project_dir: Path) -> dict[str, str]:
     runtime = project.get("runtime")
     options = runtime.get("options", {}) if isinstance(runtime, dict) else {}
     venv = project_dir / (options.get("virtualenv") or ".venv")
-    if not (venv / "bin" / "python").exists():
+    install = f"python3 -m venv {venv.name} && {venv.name}/bin/pip install -r requirements.txt"
+    if venv.resolve() != project_dir.resolve() and (project_dir / "pyvenv.cfg").exists():
+        # `pulumi install` through a language host that never sees the virtualenv option (the v3.79 host this
+        # toolchain builds, toolchain/README.md) runs `python -m venv` on the project directory itself
+        # (InstallDependenciesWithWriters in sdk/python/python.go of sdk v3.79.0: venvDir "" joined to root).
+        # Refused, not cleaned: those files are not gpupool's, and a commit of them is what this prevents.
         raise SetupError(
-            f"Pulumi.yaml's virtualenv {venv} has no bin/python: `pulumi install` (or python -m venv {venv.name} "
-            f"&& {venv.name}/bin/pip install -r requirements.txt)"
+            f"{project_dir} is itself a virtualenv (pyvenv.cfg, bin/, lib/ at its top): `pulumi install` with a "
+            f"language host that ignores Pulumi.yaml's virtualenv made it there. Remove those files (check "
+            f"`git status` first), then: {install}"
         )
+    if not (venv / "bin" / "python").exists():
+        raise SetupError(f"Pulumi.yaml's virtualenv {venv} has no bin/python: {install}")
     return {"VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 

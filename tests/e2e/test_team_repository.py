@@ -271,3 +271,49 @@ def test_a_new_team_repository_day_one(installed, private_control_plane, cli_too
     keep = os.environ.get("GPUPOOL_TRANSCRIPT")
     if keep:
         shutil.copy(log.path, keep)
+
+
+def test_pulumi_install_through_the_pinned_host_makes_the_root_a_venv_and_gpupool_stacks_refuses_it(
+    installed, cli_toolchain_bin, tmp_path
+):
+    """Issue 41's last papercut, through the real CLI and the v3.79 language host the toolchain builds: that host
+    never sees Pulumi.yaml's `virtualenv: .venv` (toolchain/README.md), so `pulumi install` runs `python -m venv`
+    on the repository's root (InstallDependenciesWithWriters, sdk/python/python.go of sdk v3.79.0: the empty
+    virtualenv name joined to the root). Proves the documented install does not go that way, and that
+    `gpupool stacks` then refuses with the command that does, removing nothing. The index is off (offline): the
+    host's `pip install --upgrade pip setuptools wheel` fails after the venv is made, as it would for a user only
+    after a slow download."""
+    home, _ = installed
+    env = {
+        "PATH": f"{cli_toolchain_bin}:{SYSTEM_PATH}",
+        "HOME": str(tmp_path),
+        "LANG": "C.UTF-8",
+        "PULUMI_HOME": str(tmp_path / "pulumi-home"),
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_BACKEND_URL": f"file://{tmp_path}?metadata=skip",
+        "PIP_NO_INDEX": "1",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+    init = subprocess.run(
+        [str(home / "bin" / "gpupool"), "init", "ml-platform"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert init.returncode == 0, init.stderr
+    repo = tmp_path / "ml-platform"
+    # What the scaffold tells a new user to run never involves `pulumi install`.
+    documented = "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt"
+    assert documented in init.stdout and "pulumi install" not in init.stdout, init.stdout
+    assert documented in (repo / "README.md").read_text()
+    assert "virtualenv: .venv" in (repo / "Pulumi.yaml").read_text()
+
+    subprocess.run(["pulumi", "install"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    made = {p.name for p in repo.iterdir()} - {"Pulumi.yaml", "README.md", "__main__.py", "requirements.txt"}
+    assert {"pyvenv.cfg", "bin", "lib"} <= made, made  # the root itself became the venv
+    assert not (repo / ".venv").exists()
+
+    refused = subprocess.run(
+        [str(home / "bin" / "gpupool"), "stacks", "preview", "dev"], cwd=repo, env=env, capture_output=True, text=True
+    )
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"{repo} is itself a virtualenv" in refused.stderr and documented in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert made <= {p.name for p in repo.iterdir()}  # nothing removed: those files are not gpupool's

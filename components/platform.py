@@ -348,11 +348,13 @@ def platform_outputs(
 ) -> dict:
     """The stack outputs: a shard stack's are its role and tenants; the platform stack's every figure of the
     capacity plan, the function `gpupool plan` prints (headroom is what the oversubscription policy still
-    allows, not capacity minus grants)."""
+    allows, not capacity minus grants). A sharded platform stack leaves out `granted` and `headroom`: they sum
+    every tenant's grants, so one onboarding would run the platform stack too (its inputs fingerprint covers
+    its outputs); its shards' `tenants` outputs hold the grants and `gpupool plan` prints both figures."""
     if not role.platform:
         return {"shard": role.name, "tenantShards": spec.tenant_shards, "tenants": tenant_outputs(spec, tenants)}
     resources = capacity_plan.resource_lines(spec)
-    return {
+    outputs = {
         "capacity": {r.resource: r.capacity for r in resources},
         "granted": {r.resource: r.granted for r in resources},
         "allowed": {r.resource: r.allowed for r in resources},
@@ -361,3 +363,6 @@ def platform_outputs(
         "poolConfigs": {p: c.output() for p, c in plan.pool_configs.items()},
         "nodeGroupLabels": plan.node_group_labels,
     }
+    if spec.tenant_shards:
+        del outputs["granted"], outputs["headroom"]
+    return outputs

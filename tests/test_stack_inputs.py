@@ -71,11 +71,19 @@ def test_a_tenant_s_edit_moves_its_shard_only(project):
     assert changed(project, "dev/tenants/inference.yaml", "cc-4100", "cc-4101") == {"dev.tenants-0"}
 
 
-def test_a_grant_also_moves_the_platform_stack_whose_outputs_sum_the_grants(project):
-    assert changed(project, "dev/tenants/research.yaml", "gpu.shared: 8", "gpu.shared: 4") == {
-        "dev",
-        "dev.tenants-1",
-    }
+def test_a_grant_moves_its_shard_only_since_a_sharded_platform_stack_exports_no_sum_of_grants(project):
+    """Issue 40: a granted tenant's onboarding runs one stack. The figures that sum every tenant's grants
+    (granted, headroom) are not the sharded platform stack's outputs; capacity and allowed still are."""
+    assert changed(project, "dev/tenants/research.yaml", "gpu.shared: 8", "gpu.shared: 4") == {"dev.tenants-1"}
+    new = "name: vision\ntier: batch\ngpus:\n  nvidia.com/gpu.shared: 1\nowners: [vision-admins]\n"
+    before = fingerprints(project)
+    (project / "dev" / "tenants" / "vision.yaml").write_text(new)
+    after = fingerprints(project)
+    holder = sharding.holder("vision", 2)
+    assert {s for s in ROLES if before[s] != after[s]} == {sharding.shard_stack("dev", holder.shard)}
+    inputs = stack_inputs.StackInputs(load_valid_spec(project / SPEC), project, "0.1.0")
+    outputs = inputs.document(PLATFORM, CONFIG)["outputs"]
+    assert {"capacity", "allowed", "poolConfigs"} <= set(outputs) and not {"granted", "headroom"} & set(outputs)
 
 
 def test_a_tier_s_priority_moves_the_platform_and_every_shard_holding_a_tenant_of_that_tier(project):

@@ -227,7 +227,10 @@ def test_an_up_that_does_not_converge_records_nothing(project, tmp_path, monkeyp
 def test_an_update_by_hand_pending_operations_or_a_move_make_a_stack_run(project, tmp_path):
     world = _converged_platform(project, tmp_path)
     world.updated["dev"] += 1  # `pulumi refresh` by hand
+    # A `pulumi up` by hand killed mid-way: its checkpoint holds a pending create, and on a file backend every
+    # checkpoint moves the listed last update (gpupool/deploy/records.py cites the engine's lines).
     world.states["dev.tenants-0"]["pending_operations"] = [{"resource": {"urn": "urn:x"}, "type": "creating"}]
+    world.updated["dev.tenants-0"] += 1
     p, logs = _platform(project, world, tmp_path)
     p.run("up")
     assert sorted(s for s, _ in _ops(world, "up")) == ["dev", "dev.tenants-0"]
@@ -279,3 +282,67 @@ def test_a_backend_that_cannot_remove_the_record_runs_nothing(project, tmp_path)
     with pytest.raises(stacks.StackError, match="could not remove its gpupool:inputs tag"):
         p.run("up")
     assert not _ops(world, "up")
+
+
+def _exports(world: World) -> list[str]:
+    return [c[1] for c in world.calls if c[0] == "export"]
+
+
+def test_a_settled_stack_s_state_is_not_read_on_a_file_backend(project, tmp_path, monkeypatch):
+    """Issue 40's reads: a stack whose record is its fingerprint now at its listed last update is skipped
+    without `pulumi stack export`; an edited tenant's shard is read (its moves are planned from its state)."""
+    world = _converged_platform(project, tmp_path)
+    exported: list[str] = []
+    real = stacks.exported_state
+    monkeypatch.setattr(stacks, "exported_state", lambda ws, name: exported.append(name) or real(ws, name))
+    p, _ = _platform(project, world, tmp_path)
+    p.run("preview")
+    assert exported == [] and [o.result for o in p.outcomes] == ["skipped"] * 3
+    home = sharding.shard_stack("dev", sharding.shard_of("research", 2))
+    tenant = project / "dev" / "tenants" / "research.yaml"
+    tenant.write_text(tenant.read_text().replace("research-students", "research-interns"))
+    p, _ = _platform(project, world, tmp_path)
+    p.run("up")
+    assert exported == [home] and _ops(world, "up") == [(home, None)]
+
+
+def test_on_pulumi_cloud_every_state_is_read_and_pending_operations_make_a_stack_run(project, tmp_path, monkeypatch):
+    """Pulumi Cloud lists its own update history, not the state's time: there a state is read before a skip,
+    and pending operations that came without a new last update still make the stack run."""
+    world = _converged_platform(project, tmp_path)
+    exported: list[str] = []
+    real = stacks.exported_state
+    monkeypatch.setattr(stacks, "exported_state", lambda ws, name: exported.append(name) or real(ws, name))
+    world.states["dev.tenants-0"]["pending_operations"] = [{"resource": {"urn": "urn:x"}, "type": "creating"}]
+    cloud = "https://api.pulumi.com"
+    p, logs = _platform(project, world, tmp_path, backend_url=cloud)
+    p.run("up")
+    assert sorted(exported) == sorted(world.states)
+    assert _ops(world, "up") == [("dev.tenants-0", None)]
+    assert any("dev.tenants-0: runs: its state has pending operations" in line for line in logs), logs
+    # Its up completed nothing of that dead run (urn:x is in no state): not recorded, so it runs again.
+    assert stack_inputs.TAG not in world.tags["dev.tenants-0"]
+
+
+def test_an_up_that_keeps_old_mig_configs_is_not_recorded(project, tmp_path, monkeypatch):
+    """A re-layout's kept configs make the next run run the platform stack (it drops them if unused): that
+    state is not recorded, since a recorded one would be skipped unread."""
+    world = _converged_platform(project, tmp_path)
+    kept = {"urn": "urn:cm", "outputs": {"metadata": {"annotations": {ANNOTATION_KEPT: "a100-balanced"}}}}
+    up = FakeStack.up
+
+    def keeping(self, **kw):
+        result = up(self, **kw)
+        if self.name == "dev":
+            world.states["dev"] = {"resources": [kept]}
+        return result
+
+    monkeypatch.setattr(FakeStack, "up", keeping)
+    p, logs = _platform(project, world, tmp_path, all_stacks=True)
+    p.run("up")
+    assert stack_inputs.TAG not in world.tags["dev"]
+    assert any(line.startswith("dev: not recorded: it keeps old MIG") for line in logs), logs
+    world.calls.clear()
+    p, _ = _platform(project, world, tmp_path)
+    p.run("up")
+    assert _ops(world, "up") == [("dev", None)]

@@ -105,11 +105,16 @@ def shard_number(platform_stack: str, stack: str) -> int | None:
 
 
 def stack_runs(
-    platform_stack: str, tenants: list[str], shards: int, states: dict[str, dict] | None = None
+    platform_stack: str,
+    tenants: list[str],
+    shards: int,
+    states: dict[str, dict] | None = None,
+    settled: set[str] | frozenset[str] = frozenset(),
 ) -> list[StackRun]:
     """Every stack of the platform in the order a run takes them: the platform stack, the shards the spec
     names, then left-over shard stacks (numbers the count no longer reaches) that still exist in STATES
-    (stack name -> its `pulumi stack export`)."""
+    (stack name -> its `pulumi stack export`). A SETTLED stack (in STATES, its state not read) holds what it
+    is assigned: its recorded up registered exactly that (gpupool.deploy.records)."""
     states = states or {}
     numbers = set(range(shards)) | {k for k in (shard_number(platform_stack, s) for s in states) if k is not None}
     roles = [sharding.Role(platform=True, shard=None)]
@@ -120,6 +125,8 @@ def stack_runs(
         stack = platform_stack if role.shard is None else sharding.shard_stack(platform_stack, role.shard)
         assigned = tuple(sharding.held_by(role, tenants, shards))
         held = held_in_state(states[stack]) if stack in states else set()
+        if stack in settled:
+            held = set(assigned)
         runs.append(
             StackRun(
                 stack,

@@ -6,6 +6,10 @@ import json
 from dataclasses import dataclass, field
 
 
+class StackError(Exception):
+    """A stack operation failed; the message says which stack and why (exit status 1)."""
+
+
 @dataclass
 class Outcome:
     stack: str

@@ -32,7 +32,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import yaml
 from pulumi import automation as auto
@@ -42,8 +42,10 @@ from gpupool.deploy import pulumi_messages as msg
 from gpupool.deploy import recovery, run_config, stack_inputs, unchanged, validated_spec
 from gpupool.deploy.lean_stack import LeanStack
 from gpupool.deploy.outcomes import Outcome as Outcome  # re-exported with summary and as_json, for the CLI
+from gpupool.deploy.outcomes import StackError as StackError
 from gpupool.deploy.outcomes import as_json as as_json
 from gpupool.deploy.outcomes import summary as summary
+from gpupool.deploy.records import Records
 from gpupool.deploy.workspace import SetupError as SetupError  # re-exported: the CLI exits 2 on it
 from gpupool.deploy.workspace import exported_state, extra_env, read_each
 from gpupool.deploy.workspace import project_env as project_env
@@ -74,10 +76,6 @@ PLAN_HEADING = "\nThe update (program against the state):\n"
 CHECKPOINT_FREE = "PULUMI_SKIP_CHECKPOINTS"
 
 
-class StackError(Exception):
-    """A stack operation failed; the message says which stack and why (exit status 1)."""
-
-
 @dataclass
 class Settings:
     project_dir: Path
@@ -94,7 +92,7 @@ class Settings:
     output: Callable[[str], None] = lambda text: print(text, end="" if text.endswith("\n") else "\n")
 
 
-class Platform:
+class Platform(Records):
     """The stacks of one platform in one project."""
 
     def __init__(
@@ -116,6 +114,7 @@ class Platform:
         self._tags: dict[str, dict[str, str]] = {}  # stack -> its tags, as last read or written this run
         self._states: dict[str, dict] = {}  # stack -> its `pulumi stack export` as layout read it
         self._listing: list | None = None  # the last `pulumi stack ls`
+        self._unclean: dict[str, str] = {}  # stack -> why its state after this run's up is not recorded
 
     # -- stacks and their config -------------------------------------------------------------------
 
@@ -157,13 +156,6 @@ class Platform:
         if self._platform_config is None:
             self._platform_config = dict(platform.get_all_config())
         return self._platform_config
-
-    def existing_stacks(self) -> list[str]:
-        return [
-            s.name
-            for s in self._list_stacks()
-            if s.name == self.platform_stack or s.name.startswith(f"{self.platform_stack}.tenants-")
-        ]
 
     def checked_spec(self, platform: auto.Stack):
         """(the spec path, its gpupool.rules.engine result) of the platform stack's gpupool:spec (this run's
@@ -228,27 +220,34 @@ class Platform:
             for problem in local_chart.problems(where, pinned):
                 self.s.log(f"warning: {key}: the chart {problem}")
 
-    def layout(self, platform: auto.Stack, with_states: bool, checked=None) -> list[shard_moves.StackRun] | None:
+    def layout(
+        self,
+        platform: auto.Stack,
+        with_states: bool,
+        checked=None,
+        settled: set[str] = frozenset(),  # type: ignore[assignment]
+    ) -> list[shard_moves.StackRun] | None:
         """The platform's stacks as shard_moves plans them, or None when it is one stack (not sharded, or the
-        spec does not load: the platform stack's own run then reports why)."""
+        spec does not load: the platform stack's own run then reports why). A SETTLED stack's state is not
+        read: it holds what it is assigned (gpupool.deploy.records)."""
         checked = checked or self.checked_spec(platform)
         if checked is None:
             return None
         result = checked[1]
         if result.spec is None:
             return None
-        names = self.existing_stacks()
+        names = self.existing_stacks(reuse=True)
         if not result.spec.tenant_shards and all(n == self.platform_stack for n in names):
             return None  # one stack and no shards: nothing to plan, so no state to export (a pulumi run each)
         states: dict[str, dict] = {}
         self._states = states  # the skip decision reads them too (gpupool.deploy.unchanged)
         # shard_moves reads `pulumi stack export` documents: the deployment under its key
-        exported = read_each(names, lambda n: exported_state(self.workspace, n)) if with_states else {}
+        read = [n for n in names if n not in settled] if with_states else []
+        exported = read_each(read, lambda n: exported_state(self.workspace, n))
         for name in names:
-            states[name] = {"deployment": dict(exported[name] or {})} if with_states else {}
-        runs = shard_moves.stack_runs(
-            self.platform_stack, [t.name for t in result.spec.tenants], result.spec.tenant_shards, states
-        )
+            states[name] = {"deployment": dict(exported[name] or {})} if name in exported else {}
+        tenants, shards = [t.name for t in result.spec.tenants], result.spec.tenant_shards
+        runs = shard_moves.stack_runs(self.platform_stack, tenants, shards, states, settled if with_states else set())
         return runs if shard_moves.as_json(self.platform_stack, result.spec.tenant_shards, runs)["sharded"] else None
 
     # -- one stack ---------------------------------------------------------------------------------
@@ -286,6 +285,11 @@ class Platform:
         if cleaned is not None:
             self.s.log(f"{stack.name}: dropping the pending operations of a dead run (this run completed them)")
             stack.import_stack(auto.Deployment(version=exported.version, deployment=cleaned))
+        # Only a clean state is recorded: a settled stack's state is not read again (gpupool.deploy.records).
+        self._unclean.pop(stack.name, None)
+        why = unchanged.unclean(cleaned if cleaned is not None else dict(exported.deployment or {}))
+        if why is not None:
+            self._unclean[stack.name] = why
 
     def run_one(
         self,
@@ -321,63 +325,13 @@ class Platform:
                 self._forget(stack.name, op)
             self._run_op(stack, op, config_file)
             if op == "up" and record is not None:
-                self._record(stack.name, record)
-
-    # -- the inputs record (gpupool.deploy.unchanged) -------------------------------------------------
-
-    def _stack_tags(self, name: str) -> dict[str, str]:
-        if name not in self._tags:
-            self._tags[name] = self._listed_tags(name)
-        return self._tags[name]
-
-    def _listed_tags(self, name: str) -> dict[str, str]:
-        return dict(self.workspace.list_tags(name) or {})
-
-    def _forget(self, name: str, op: str) -> None:
-        """Remove the stack's inputs record before an up or destroy: a run that then fails or is killed leaves
-        none, so the next run cannot skip the stack. When that cannot be done, nothing is run."""
-        try:
-            if stack_inputs.TAG in self._stack_tags(name):
-                self.workspace.remove_tag(name, stack_inputs.TAG)
-                self._tags[name].pop(stack_inputs.TAG, None)
-        except (auto.CommandError, OSError) as exc:
-            why = msg.reason(exc) if isinstance(exc, auto.CommandError) else msg.unrunnable(exc)
-            note = f"could not remove its {stack_inputs.TAG} tag before the {op} ({why}); nothing was run"
-            self.outcomes.append(Outcome(name, op, "failed", note=note))
-            raise StackError(f"{name}: {op} failed: {note}") from None
-
-    def _record(self, name: str, inputs: str) -> None:
-        """After an up and its convergence check succeeded: the stack's inputs and its last update as the
-        backend lists it now, so that a later preview or up may skip it while both still hold. A failure
-        here costs only that: the next run runs the stack."""
-        try:
-            last = self.last_updates().get(name)
-            if last is None:
-                self.s.log(f"{name}: the backend lists no last update of it; its inputs are not recorded")
-                return
-            value = unchanged.Record(inputs, last).value()
-            self.workspace.set_tag(name, stack_inputs.TAG, value)
-            self._tags.setdefault(name, {})[stack_inputs.TAG] = value
-        except (auto.CommandError, OSError) as exc:
-            why = msg.reason(exc) if isinstance(exc, auto.CommandError) else msg.unrunnable(exc)
-            self.s.log(f"warning: {name}: its inputs were not recorded ({why}); the next run runs it")
-
-    def last_updates(self, reuse: bool = False) -> dict[str, str | None]:
-        """Stack name -> its last update (up, refresh or destroy) as the backend lists it."""
-        return {s.name: _timestamp(getattr(s, "last_update", None)) for s in self._list_stacks(reuse)}
-
-    def _list_stacks(self, reuse: bool = False) -> list:
-        """`pulumi stack ls` (a second and a half at 41 stacks: it reads every state); REUSE: the listing this
-        run already made before any stack ran, for the skip decisions."""
-        if not (reuse and self._listing is not None):
-            self._listing = list(self.workspace.list_stacks())
-        return self._listing
+                if stack.name in self._unclean:
+                    self.s.log(f"{stack.name}: not recorded: {self._unclean[stack.name]}; the next run runs it")
+                else:
+                    self._record(stack.name, record)
 
     def _exported(self, name: str) -> dict:
         return dict(self._states.get(name, {}).get("deployment") or {})
-
-    def skipping(self, op: str) -> bool:
-        return op in ("preview", "up") and not self.s.all_stacks
 
     def inputs(self, platform: auto.Stack, checked) -> Callable[[sharding.Role], str | None] | None:
         """Role -> the inputs fingerprint of its stack in this run (gpupool.deploy.stack_inputs), or None when
@@ -396,36 +350,7 @@ class Platform:
                 self.s.log(f"warning: the inputs of {role.name} cannot be fingerprinted ({exc!r}); it runs, unrecorded")
                 return None
 
-        return of
-
-    def skipped(
-        self,
-        name: str,
-        op: str,
-        run: shard_moves.StackRun | None,
-        inputs: str | None,
-        last_updates: Mapping[str, str | None],
-        state: Callable[[], Mapping[str, Any]],
-    ) -> bool:
-        """Is stack NAME skipped (its outcome then says so)? Logs why it runs otherwise."""
-        reason = unchanged.why_run(
-            exists=name in last_updates,
-            run=run,
-            inputs=inputs,
-            recorded=lambda: unchanged.parse(self._stack_tags(name).get(stack_inputs.TAG)),
-            last_update=last_updates.get(name),
-            state=state,
-        )
-        if reason is not None:
-            self.s.log(f"{name}: runs: {reason}")
-            return False
-        assert inputs is not None
-        outcome = Outcome(name, op, "skipped", note=unchanged.skipped_note(inputs))
-        self.outcomes.append(outcome)
-        if op == "preview":  # the pull-request comment (--preview-out) says which stacks it does not show
-            self._previews.append(outcome.line() + "\n")
-            self._write_previews()
-        return True
+        return functools.cache(of)
 
     def refreshes(self, op: str) -> bool:
         return REFRESH_DEFAULT[op] if self.s.refresh is None else self.s.refresh
@@ -634,19 +559,27 @@ class Platform:
     def _run_stacks(self, op: str, platform: auto.Stack, checked) -> None:
         create = op != "destroy"
         skipping = self.skipping(op)
-        runs = self._setup(self.platform_stack, op, lambda: self.layout(platform, op == "up" or skipping, checked))
         inputs_of = (
             self._setup(self.platform_stack, op, lambda: self.inputs(platform, checked))
             if op == "up" or skipping
             else None
         )
         last_updates = self._setup(self.platform_stack, op, lambda: self.last_updates(reuse=True)) if skipping else {}
-        if skipping:  # every stack's record, read at once (a stack whose read fails is read again alone)
-            names = [r.stack for r in runs or []] or [self.platform_stack]
-            self._tags.update(read_each([n for n in names if n in last_updates], self._listed_tags, quiet=True))
+        settled = (
+            self._setup(self.platform_stack, op, lambda: self.settled_stacks(inputs_of, last_updates))
+            if skipping
+            else set()
+        )
+        runs = self._setup(
+            self.platform_stack, op, lambda: self.layout(platform, op == "up" or skipping, checked, settled)
+        )
         if runs is None:
             inputs = inputs_of(sharding.PLATFORM_ROLE) if inputs_of else None
-            state = lambda: dict(platform.export_stack().deployment or {})  # noqa: E731
+            state = (
+                (lambda: {})
+                if self.platform_stack in settled
+                else (lambda: dict(platform.export_stack().deployment or {}))
+            )
             if skipping and self._setup(
                 self.platform_stack,
                 op,
@@ -658,7 +591,7 @@ class Platform:
         for r, keep in shard_moves.steps(op, runs):
             inputs = inputs_of(r.role) if inputs_of else None
             if keep is None and skipping:  # a release pass is a move: never skipped
-                state = functools.partial(self._exported, r.stack)
+                state = functools.partial(self._exported, r.stack)  # ({} for a settled stack: not read)
                 skip = functools.partial(self.skipped, r.stack, op, r, inputs, last_updates, state)
                 if self._setup(r.stack, op, skip):
                     continue
@@ -684,13 +617,6 @@ class Platform:
             note = msg.unrunnable(exc)
         self.outcomes.append(Outcome(name, op, "failed", note=note))
         raise StackError(f"{name}: {op} failed: {note}")
-
-
-def _timestamp(when: Any) -> str | None:
-    """A StackSummary's last_update (a datetime) as a string that compares equal exactly when it is."""
-    if when is None:
-        return None
-    return when.isoformat() if hasattr(when, "isoformat") else str(when)
 
 
 def _shard_value(role: sharding.Role) -> str:

@@ -15,6 +15,10 @@ A stack runs unless all of these hold (why_run names the first that does not):
   by hand since);
 - its state has no pending operations (a dead run's), and keeps no old MIG or device-plugin config of a
   re-layout (the ConfigMap annotations gpupool.k8s.mig_in_use describes: the next run drops them).
+
+The last condition is checked once, on the state an up leaves (`unclean`: such a state is not recorded), and
+again before a skip only where the backend's listed last update does not prove the state unchanged since
+(gpupool.deploy.records: a *settled* stack on a DIY backend is skipped without reading its state).
 """
 
 from __future__ import annotations
@@ -81,6 +85,16 @@ def why_run(
         return "its state has pending operations"
     if keeps_old_configs(deployment):
         return "it keeps old MIG or device-plugin configs of a re-layout, which this run drops if unused"
+    return None
+
+
+def unclean(deployment: Mapping[str, Any]) -> str | None:
+    """Why a state just after an up must not be recorded (the next run must run its stack), or None: what
+    why_run reads in a state, read once there since a settled stack's state is not read again."""
+    if deployment.get("pending_operations"):
+        return "its state keeps pending operations of a dead run"
+    if keeps_old_configs(deployment):
+        return "it keeps old MIG or device-plugin configs of a re-layout, which a later run drops if unused"
     return None
 
 

@@ -47,7 +47,7 @@ from gpupool.deploy.outcomes import as_json as as_json
 from gpupool.deploy.outcomes import summary as summary
 from gpupool.deploy.records import Records
 from gpupool.deploy.workspace import SetupError as SetupError  # re-exported: the CLI exits 2 on it
-from gpupool.deploy.workspace import exported_state, extra_env, read_each
+from gpupool.deploy.workspace import exported_document, exported_state, extra_env, read_each
 from gpupool.deploy.workspace import project_env as project_env
 from gpupool.deploy.workspace import workspace as project_workspace
 from gpupool.k8s.mig_in_use import CONVERGENCE_ENV
@@ -275,7 +275,7 @@ class Platform(Records):
             return action()
 
     def _drop_completed_pending(self, stack: auto.Stack) -> None:
-        exported = stack.export_stack()
+        exported = exported_document(self.workspace, stack.name)
         cleaned, unresolved = recovery.resolve_pending(dict(exported.deployment or {}))
         if unresolved:
             self.s.log(

@@ -681,6 +681,7 @@ def bench_size(args, bin_dir: Path, out: Path, n_tenants: int) -> dict:
                         onboarded_doc=None if args.no_onboard else full,
                         settle=settle,
                         load=_load,
+                        nightly=not args.no_nightly,
                     )
                     for op, value in pinfo["loads"].items():
                         LOADS[(op, mode)] = value
@@ -741,7 +742,8 @@ def bench_size(args, bin_dir: Path, out: Path, n_tenants: int) -> dict:
                 )
                 + (
                     f"; gpupool stacks as CI runs it, {pinfo['stacks']} stacks; the onboarding ran "
-                    f"{', '.join(pinfo['ran']['onboard'])}; nightly --all --refresh {pinfo['nightly']:.2f} s"
+                    f"{', '.join(pinfo['ran'].get('onboard', []))}"
+                    + (f"; nightly --all --refresh {pinfo['nightly']:.2f} s" if "nightly" in pinfo else "")
                     if mode.startswith("recipe=")
                     else ""
                 ),
@@ -770,6 +772,11 @@ def main() -> int:
         "stacks as CI runs it); MODE@N/M runs MODE only at sizes N and M",
     )
     ap.add_argument("--no-onboard", action="store_true", help="do not time the one-tenant onboarding")
+    ap.add_argument(
+        "--no-nightly",
+        action="store_true",
+        help="recipe=S: do not time the scheduled runs (--all, with and without refresh)",
+    )
     ap.add_argument("--keep", metavar="DIR", help="write specs and manifests here instead of a temporary directory")
     ap.add_argument(
         "--profile",

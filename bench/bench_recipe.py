@@ -68,6 +68,7 @@ def run_recipe(
     onboarded_doc: dict | None,
     settle,
     load,
+    nightly: bool = True,
 ) -> tuple[float, float, dict]:
     """(up seconds, preview seconds, info) like bench_e2e.run_pulumi; info has onboard, nightly and loads."""
     from tests.e2e.cli import CliProject
@@ -102,6 +103,8 @@ def run_recipe(
         info["ran"]["onboard"] = sorted(s for s, r in _summary(out).items() if r == "succeeded")
         found = re.findall(r"^\S+: up succeeded \((\d+) create", out, re.M)
         info["onboard creates"] = sum(int(n) for n in found)
+    if not nightly:
+        return t_up, t_preview, info
     info["nightly"], out = _run(project, "up", "--all", "--refresh")
     info["loads"]["nightly"] = load()
     nightly = _summary(out)

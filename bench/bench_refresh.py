@@ -2,8 +2,8 @@
 
     python bench/bench_refresh.py [--tenants 100] [--pools 10] [--per-shard 0]
 
-`gpupool stacks up` runs `pulumi up --refresh` and then `pulumi preview --refresh --expect-no-changes`;
-`--no-refresh` skips both reads of the cluster. This deploys bench/bench_validate.py's generated spec of N
+`gpupool stacks up` runs `pulumi refresh`, `pulumi up` and then the convergence check (`pulumi preview
+--expect-no-changes`); `--no-refresh` skips the refresh, and the check then compares with the state only. This deploys bench/bench_validate.py's generated spec of N
 tenants through `gpupool stacks up --no-refresh` (untimed) in a copy of this project (tests/e2e/cli.py's
 CliProject: the locally built pulumi CLI and kubernetes provider, the project's virtualenv, a file backend,
 the stub operator chart, skipAwait) on a fresh local control plane (bench/bench_e2e.py's), then times on

@@ -42,6 +42,7 @@ MODULE_SECONDS = {
     "test_mig_interrupt.py": 144,
     "test_cli_path.py": 129,
     "test_s3_backend.py": 128,
+    "test_bench_smallest.py": 120,
     "test_gpupool_up.py": 99,
     "test_team_repository.py": 69,
     "test_render_apply.py": 61,

@@ -19,9 +19,7 @@ NUMBER = r"([0-9][0-9,]*\.?[0-9]*)"
 
 
 def _bench(*argv: str, over_target_ok: bool = False) -> str:
-    p = subprocess.run(
-        [sys.executable, *argv], cwd=REPO, capture_output=True, text=True, timeout=600, check=False
-    )
+    p = subprocess.run([sys.executable, *argv], cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
     # A benchmark with a target exits 1 when a ratio is over it (at the smallest size fixed costs dominate).
     over = over_target_ok and p.returncode == 1 and ("OVER" in p.stdout or "ABOVE TARGET" in p.stdout)
     assert p.returncode == 0 or over, f"exit {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"

@@ -37,7 +37,9 @@ def test_bench_e2e_recipe_mode_at_two_tenants(toolchain_bin):
     rows = {
         m["op"]: m
         for m in re.finditer(
-            rf"^\s+2\s+\d+\s+\d+\s+(?P<op>up|preview|onboard)\s+recipe=1\s+{SECONDS}\s+{SECONDS}\s+([0-9.]+)x", out, re.M
+            rf"^\s+2\s+\d+\s+\d+\s+(?P<op>up|preview|onboard)\s+recipe=1\s+{SECONDS}\s+{SECONDS}\s+([0-9.]+)x",
+            out,
+            re.M,
         )
     }
     assert set(rows) == {"up", "preview", "onboard"}, out

@@ -70,9 +70,9 @@ def test_unchanged_inputs_and_nothing_else_skip():
     "case, expected",
     [
         (dict(exists=False), "does not exist"),
-        (dict(run=_run(held=(), arriving=("a",))), "tenants move"),
-        (dict(run=_run(held=("a", "b"), leaving=("b",))), "tenants move"),
-        (dict(run=_run(held=("a",), assigned=("a", "c"))), "tenants move"),
+        (dict(run=_run(held=(), arriving=("a",))), "its tenants change (1 arriving, new or from another stack; 0 "),
+        (dict(run=_run(held=("a", "b"), leaving=("b",))), "; 1 leaving for another stack; 0 removed from the spec)"),
+        (dict(run=_run(held=("a", "z"), assigned=("a",))), "; 0 leaving for another stack; 1 removed from the spec)"),
         (dict(inputs=None), "cannot be computed"),
         (dict(tag=None), "no successful up recorded"),
         (dict(tag="sha256:1"), "no successful up recorded"),  # not a value gpupool wrote

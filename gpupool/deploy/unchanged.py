@@ -69,7 +69,11 @@ def why_run(
     if not exists:
         return "it does not exist yet"
     if run is not None and (run.leaving or run.arriving or set(run.held) != set(run.assigned)):
-        return "tenants move to or from it"
+        gone = len(set(run.held) - set(run.assigned) - set(run.leaving))
+        return (
+            f"its tenants change ({len(run.arriving)} arriving, new or from another stack; {len(run.leaving)} "
+            f"leaving for another stack; {gone} removed from the spec)"
+        )
     if inputs is None:
         return "its inputs cannot be computed (no gpupool:spec, or the spec does not load)"
     record = recorded()

@@ -11,6 +11,11 @@ one its recorded up left: clean (nothing is recorded otherwise), holding exactly
 fingerprint covers. Its state is then not exported, which at 1,000 tenants is 41 `pulumi stack export`s
 fewer for a preview that skips every stack. Pulumi Cloud lists its own update history: there every
 state is still read.
+
+Not covered, as the record never covered it: `pulumi state delete|edit|move|...` and `pulumi stack import`
+save the state with the time it already had (TotalStateEdit in pkg/cmd/pulumi/state/io.go and SaveSnapshot
+in pkg/cmd/pulumi/stack/io.go serialize the snapshot's own manifest; both clear pending operations). A state
+edited by hand so is, like a change made in the cluster, seen by the next `--all` run (the nightly one).
 """
 
 from __future__ import annotations

@@ -81,7 +81,12 @@ class World:
         self.checkpoint_free: dict[str, str | None] = {}  # stack -> PULUMI_SKIP_CHECKPOINTS in its last up
 
     def list_stacks(self):
-        return [SimpleNamespace(name=n, last_update=f"update {self.updated.get(n, 0)}") for n in self.states]
+        return [
+            SimpleNamespace(
+                name=n, last_update=f"update {self.updated.get(n, 0)}", resource_count=len(s.get("resources") or [])
+            )
+            for n, s in self.states.items()
+        ]
 
     def list_tags(self, stack):
         self.tag_calls.append(("list_tags", stack))

@@ -346,3 +346,20 @@ def test_an_up_that_keeps_old_mig_configs_is_not_recorded(project, tmp_path, mon
     p, _ = _platform(project, world, tmp_path)
     p.run("up")
     assert _ops(world, "up") == [("dev", None)]
+
+
+def test_a_state_that_lost_resources_by_hand_is_read_and_its_stack_runs(project, tmp_path, monkeypatch):
+    """`pulumi state delete` keeps the state's listed time (gpupool/deploy/records.py cites the CLI's lines) but
+    not its resource count, which the record holds too: the stack is not settled, its state is read, and the
+    tenant whose component went runs again."""
+    world = _converged_platform(project, tmp_path)
+    home = sharding.shard_stack("dev", sharding.shard_of("research", 2))
+    resources = world.states[home]["resources"]
+    world.states[home]["resources"] = [r for r in resources if not r["urn"].endswith("tenant-research")]
+    assert len(world.states[home]["resources"]) == len(resources) - 1
+    exported: list[str] = []
+    real = stacks.exported_state
+    monkeypatch.setattr(stacks, "exported_state", lambda ws, name: exported.append(name) or real(ws, name))
+    p, logs = _platform(project, world, tmp_path)
+    p.run("up")
+    assert exported == [home] and _ops(world, "up") == [(home, None)]

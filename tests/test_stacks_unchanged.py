@@ -363,3 +363,25 @@ def test_a_state_that_lost_resources_by_hand_is_read_and_its_stack_runs(project,
     p, logs = _platform(project, world, tmp_path)
     p.run("up")
     assert exported == [home] and _ops(world, "up") == [(home, None)]
+
+
+def test_one_stack_on_pulumi_cloud_is_read_without_secrets_and_runs_on_pending_operations(
+    project, tmp_path, monkeypatch
+):
+    """The unsharded platform's one stack on a backend whose last update proves nothing: its state is read (the
+    export without --show-secrets) and a pending operation makes it run."""
+    world = World({"dev": TENANTS})
+    cloud = "https://api.pulumi.com"
+    p, _ = _platform(project, world, tmp_path, backend_url=cloud)
+    p.run("up")
+    exported: list[str] = []
+    real = stacks.exported_state
+    monkeypatch.setattr(stacks, "exported_state", lambda ws, name: exported.append(name) or real(ws, name))
+    world.calls.clear()
+    p, _ = _platform(project, world, tmp_path, backend_url=cloud)
+    p.run("preview")
+    assert exported == ["dev"] and world.calls == []
+    world.states["dev"]["pending_operations"] = [{"resource": {"urn": "urn:x"}, "type": "creating"}]
+    p, logs = _platform(project, world, tmp_path, backend_url=cloud)
+    p.run("preview")
+    assert any("dev: runs: its state has pending operations" in line for line in logs), logs

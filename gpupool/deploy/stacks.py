@@ -578,7 +578,7 @@ class Platform(Records):
             state = (
                 (lambda: {})
                 if self.platform_stack in settled
-                else (lambda: dict(platform.export_stack().deployment or {}))
+                else (lambda: exported_state(self.workspace, self.platform_stack) or {})
             )
             if skipping and self._setup(
                 self.platform_stack,

@@ -349,3 +349,10 @@ def test_holder_is_the_one_rule_for_where_a_tenant_lives():
             assert t in sharding.held_by(role, [t], shards)
             others = [sharding.PLATFORM_ROLE] + [sharding.Role(False, k) for k in range(shards + 2)]
             assert [r for r in others if sharding.held_by(r, [t], shards)] == [role]
+
+
+def test_role_of_names_the_platform_stack_its_shards_and_nothing_else():
+    assert shard_moves.role_of("dev", "dev") == sharding.PLATFORM_ROLE
+    assert shard_moves.role_of("dev", "dev.tenants-12") == sharding.Role(platform=False, shard=12)
+    for other in ("prod", "dev.tenants-x", "dev.tenants-012", "dev.tenants-", "devtenants-1"):
+        assert shard_moves.role_of("dev", other) is None, other

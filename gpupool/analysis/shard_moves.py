@@ -104,6 +104,15 @@ def shard_number(platform_stack: str, stack: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def role_of(platform_stack: str, stack: str) -> sharding.Role | None:
+    """The role STACK has in PLATFORM_STACK's platform: the platform stack's, a shard's, or None (not one of its
+    stacks)."""
+    if stack == platform_stack:
+        return sharding.PLATFORM_ROLE
+    k = shard_number(platform_stack, stack)
+    return None if k is None else sharding.Role(platform=False, shard=k)
+
+
 def stack_runs(
     platform_stack: str,
     tenants: list[str],

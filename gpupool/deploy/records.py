@@ -125,9 +125,7 @@ class Records:
             return set()
         settled = set()
         for name in names:
-            k = shard_moves.shard_number(self.platform_stack, name)
-            role = sharding.PLATFORM_ROLE if name == self.platform_stack else None
-            role = role or (sharding.Role(platform=False, shard=k) if k is not None else None)
+            role = shard_moves.role_of(self.platform_stack, name)
             record = unchanged.parse(self._tags.get(name, {}).get(stack_inputs.TAG))
             inputs = inputs_of(role) if role is not None and record is not None else None
             if inputs is not None and record == unchanged.Record(inputs, last_updates[name] or ""):

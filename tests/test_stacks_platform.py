@@ -592,7 +592,7 @@ def test_pending_operations_the_rerun_completed_are_dropped_and_others_left(proj
     p.run("up")
     assert not world.imported and any("urn:b" in line and "pulumi refresh" in line for line in logs), logs
     # That state is not recorded, so the next run runs the stack again rather than skip it unread.
-    assert any(line.startswith("dev: not recorded: its state keeps pending operations") for line in logs), logs
+    assert any(line.startswith("dev: not recorded: its state has pending operations") for line in logs), logs
     assert stack_inputs.TAG not in world.tags.get("dev", {})
 
 

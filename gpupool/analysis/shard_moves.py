@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from gpupool.k8s.desired import TENANT_PREFIX
@@ -118,7 +119,7 @@ def stack_runs(
     tenants: list[str],
     shards: int,
     states: dict[str, dict] | None = None,
-    settled: set[str] | frozenset[str] = frozenset(),
+    settled: AbstractSet[str] = frozenset(),
 ) -> list[StackRun]:
     """Every stack of the platform in the order a run takes them: the platform stack, the shards the spec
     names, then left-over shard stacks (numbers the count no longer reaches) that still exist in STATES

@@ -30,6 +30,7 @@ import functools
 import os
 import sys
 from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -225,7 +226,7 @@ class Platform(Records):
         platform: auto.Stack,
         with_states: bool,
         checked=None,
-        settled: set[str] = frozenset(),  # type: ignore[assignment]
+        settled: AbstractSet[str] = frozenset(),
     ) -> list[shard_moves.StackRun] | None:
         """The platform's stacks as shard_moves plans them, or None when it is one stack (not sharded, or the
         spec does not load: the platform stack's own run then reports why). A SETTLED stack's state is not
@@ -247,7 +248,7 @@ class Platform(Records):
         for name in names:
             states[name] = {"deployment": dict(exported[name] or {})} if name in exported else {}
         tenants, shards = [t.name for t in result.spec.tenants], result.spec.tenant_shards
-        runs = shard_moves.stack_runs(self.platform_stack, tenants, shards, states, settled if with_states else set())
+        runs = shard_moves.stack_runs(self.platform_stack, tenants, shards, states, settled)
         return runs if shard_moves.as_json(self.platform_stack, result.spec.tenant_shards, runs)["sharded"] else None
 
     # -- one stack ---------------------------------------------------------------------------------

@@ -84,21 +84,16 @@ def why_run(
         return f"its inputs changed since its last successful up ({was} -> {now})"
     if last_update is None or last_update != record.last_update:
         return "it was updated since its last successful `gpupool stacks up` (a pulumi command by hand?)"
-    deployment = state()
-    if deployment.get("pending_operations"):
-        return "its state has pending operations"
-    if keeps_old_configs(deployment):
-        return "it keeps old MIG or device-plugin configs of a re-layout, which this run drops if unused"
-    return None
+    return unclean(state())
 
 
 def unclean(deployment: Mapping[str, Any]) -> str | None:
-    """Why a state just after an up must not be recorded (the next run must run its stack), or None: what
-    why_run reads in a state, read once there since a settled stack's state is not read again."""
+    """Why a stack with this state must run (and so, just after an up, why it is not recorded), or None. Read
+    before a skip, and once on the state an up leaves, since a settled stack's state is not read again."""
     if deployment.get("pending_operations"):
-        return "its state keeps pending operations of a dead run"
+        return "its state has pending operations (a dead run's)"
     if keeps_old_configs(deployment):
-        return "it keeps old MIG or device-plugin configs of a re-layout, which a later run drops if unused"
+        return "it keeps old MIG or device-plugin configs of a re-layout, which a run drops once they are unused"
     return None
 
 
